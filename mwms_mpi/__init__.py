@@ -1,0 +1,9 @@
+"""mwms_mpi: TensorFlow's MultiWorkerMirroredStrategy semantics over MPI, for numpy/CuPy arrays.
+
+Importing the package never initialises MPI; that happens on the first collective.
+"""
+
+from mwms_mpi import errors
+
+__all__ = ["errors"]
+__version__ = "0.1.0"

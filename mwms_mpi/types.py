@@ -1,0 +1,144 @@
+"""Enums and option objects shared by every layer, with TensorFlow's names, values and checks.
+
+``ReduceOp`` mirrors ``tf.distribute.ReduceOp``, ``VariableSynchronization`` and
+``VariableAggregation`` mirror ``tf.VariableSynchronization``/``tf.VariableAggregation``, and
+``CommunicationOptions``/``CommunicationImplementation`` mirror
+``tf.distribute.experimental.CommunicationOptions``/``CommunicationImplementation`` (TF's
+``collective_util``), including the precedence rule of ``merge``.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+
+
+class ReduceOp(enum.Enum):
+    """How to combine values across replicas: ``SUM`` or ``MEAN`` (mean over replicas).
+
+    As in TF, the enum itself is strict (``ReduceOp("sum")`` raises ``ValueError``); the strategy
+    API accepts strings in any case through :func:`as_reduce_op`, as TF's ``reduce`` does.
+    """
+
+    SUM = "SUM"
+    MEAN = "MEAN"
+
+    @staticmethod
+    def from_variable_aggregation(aggregation: VariableAggregation) -> ReduceOp:
+        """Returns the ``ReduceOp`` for a ``VariableAggregation`` of SUM or MEAN.
+
+        Raises:
+          ValueError: for ``NONE`` and ``ONLY_FIRST_REPLICA``, as TF does.
+        """
+        mapping = {VariableAggregation.SUM: ReduceOp.SUM, VariableAggregation.MEAN: ReduceOp.MEAN}
+        reduce_op = mapping.get(aggregation)
+        if not reduce_op:
+            raise ValueError(
+                f"Could not convert from `tf.VariableAggregation` {aggregation} to"
+                "`tf.distribute.ReduceOp` type"
+            )
+        return reduce_op
+
+
+def as_reduce_op(reduce_op: ReduceOp | str) -> ReduceOp:
+    """Accepts a ``ReduceOp`` or its name in any case ("sum", "Mean"), as TF's strategy API does.
+
+    Raises:
+      ValueError: for any other string (TF's ``ReduceOp(name.upper())`` error).
+    """
+    if isinstance(reduce_op, str):
+        return ReduceOp(reduce_op.upper())
+    return reduce_op
+
+
+class VariableSynchronization(enum.Enum):
+    """When a distributed variable is aggregated (``tf.VariableSynchronization``)."""
+
+    AUTO = 0
+    NONE = 1
+    ON_WRITE = 2
+    ON_READ = 3
+
+
+class VariableAggregation(enum.Enum):
+    """How a distributed variable is aggregated (``tf.VariableAggregation``)."""
+
+    NONE = 0
+    SUM = 1
+    MEAN = 2
+    ONLY_FIRST_REPLICA = 3
+
+
+class CommunicationImplementation(enum.Enum):
+    """Cross-worker communication implementation (``tf.distribute.experimental``'s enum).
+
+    ``AUTO`` lets the runtime choose, ``RING`` is the MPI library's own algorithm (TF's ring
+    collectives over gRPC), ``NCCL`` asks for NCCL (falls back with a warning without a GPU).
+    """
+
+    AUTO = "AUTO"
+    RING = "RING"
+    NCCL = "NCCL"
+
+
+CollectiveCommunication = CommunicationImplementation
+"""The deprecated name of :class:`CommunicationImplementation`, kept as TF keeps it."""
+
+
+class CommunicationOptions:
+    """Options for cross-replica communication (``tf.distribute.experimental.CommunicationOptions``).
+
+    Args:
+      bytes_per_pack: a non-negative integer; values are grouped into packs of about this many
+        bytes for all-reduce (0: one pack). Dense values only.
+      timeout_seconds: a float or ``None``; a collective that takes longer raises
+        ``mwms_mpi.errors.DeadlineExceededError``. ``None`` waits forever, as in TF.
+      implementation: a ``CommunicationImplementation`` or its name (any case).
+
+    Raises:
+      ValueError: for a negative ``bytes_per_pack`` or an unknown ``implementation``.
+    """
+
+    def __init__(
+        self,
+        bytes_per_pack: int = 0,
+        timeout_seconds: float | None = None,
+        implementation: CommunicationImplementation | str = CommunicationImplementation.AUTO,
+    ) -> None:
+        if bytes_per_pack < 0:
+            raise ValueError(
+                f"Argument `bytes_per_pack` must be >=0, Received {bytes_per_pack}."
+            )
+        if isinstance(implementation, str):
+            implementation = CommunicationImplementation(implementation.upper())
+        if not isinstance(implementation, CommunicationImplementation):
+            raise ValueError(
+                "Argument `implementation` must be instance of "
+                "`tf.distribute.experimental.CommunicationImplementation`."
+            )
+        self.bytes_per_pack = bytes_per_pack
+        self.timeout_seconds = timeout_seconds
+        self.implementation = implementation
+
+    def merge(self, options: CommunicationOptions | None) -> CommunicationOptions:
+        """Returns a copy of ``self`` updated by ``options``' non-default fields (TF's rule).
+
+        ``bytes_per_pack`` is taken when non-zero, ``timeout_seconds`` when not ``None``, and
+        ``implementation`` when not ``AUTO``; ``options=None`` returns a plain copy.
+        """
+        merged = copy.copy(self)
+        if options is None:
+            return merged
+        if options.bytes_per_pack != 0:
+            merged.bytes_per_pack = options.bytes_per_pack
+        if options.timeout_seconds is not None:
+            merged.timeout_seconds = options.timeout_seconds
+        if options.implementation != CommunicationImplementation.AUTO:
+            merged.implementation = options.implementation
+        return merged
+
+    def __repr__(self) -> str:
+        return (
+            f"CommunicationOptions(bytes_per_pack={self.bytes_per_pack}, "
+            f"timeout_seconds={self.timeout_seconds}, implementation={self.implementation})"
+        )
