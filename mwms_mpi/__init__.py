@@ -3,7 +3,7 @@
 Importing the package never initialises MPI; that happens on the first collective.
 """
 
-from mwms_mpi import errors
+from mwms_mpi import distribute, errors, train
 
-__all__ = ["errors"]
+__all__ = ["distribute", "errors", "train"]
 __version__ = "0.1.0"

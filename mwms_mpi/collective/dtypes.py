@@ -1,0 +1,67 @@
+"""Which arrays and dtypes MPI can take as they are, and how others are made to fit.
+
+MPI's MAX/MIN reject C bool, so bool travels as uint8; complex numbers have no order, so MAX/MIN
+on them is refused; non-native byte order and non-contiguous arrays are copied once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import errors
+from mwms_mpi.collective.backends import CollectiveBackend
+from mwms_mpi.collective.ops import Op
+
+
+def wire_dtype(dtype: Any, op: Op, op_name: str, seq: int, rank: int) -> Any:
+    """The dtype sent to MPI: bool travels as uint8 (MPI rejects MAX/MIN on C bool)."""
+    kind = dtype.kind
+    if kind == "b":
+        if op is Op.SUM:
+            raise errors.InvalidArgumentError(
+                None,
+                op_name,
+                f"{op_name} #{seq} on rank {rank}: bool arrays can be reduced "
+                "with MAX or MIN only, not SUM",
+                rank=rank,
+            )
+        return np.dtype(np.uint8)
+    if kind == "c" and op is not Op.SUM:
+        raise errors.InvalidArgumentError(
+            None,
+            op_name,
+            f"{op_name} #{seq} on rank {rank}: complex {dtype.name} arrays "
+            f"have no order, so they cannot be reduced with {op.value}",
+            rank=rank,
+        )
+    if kind not in "biufc":
+        raise errors.InvalidArgumentError(
+            None,
+            op_name,
+            f"{op_name} #{seq} on rank {rank}: dtype {dtype.name} cannot be reduced",
+            rank=rank,
+        )
+    return native(dtype)
+
+
+def native(dtype: Any) -> Any:
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
+def contiguous(backend: CollectiveBackend, array: Any) -> Any:
+    """``array`` itself if the library can read it, else a contiguous native-order copy."""
+    if backend.is_sendable(array):
+        return array
+    return backend.xp.ascontiguousarray(array, dtype=native(array.dtype))
+
+
+def normalize_axis(array: Any, axis: int, op_name: str) -> int:
+    if array.ndim == 0:
+        raise ValueError(f"{op_name}: cannot gather a 0-d array (shape ()); give it an axis")
+    if not -array.ndim <= axis < array.ndim:
+        raise ValueError(
+            f"{op_name}: axis {axis} is out of range for an array of shape {array.shape}"
+        )
+    return axis % array.ndim

@@ -1,0 +1,17 @@
+"""The collective layer's own reduction vocabulary: SUM, MAX, MIN (MEAN lives a layer above).
+
+``MEAN`` is ``SUM`` divided by the number of replicas, which only the strategy layer knows; the
+collective layer never divides by its communicator's size (DESIGN §4 "Errors").
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Op(enum.Enum):
+    """An element-wise reduction every rank applies to the same layout."""
+
+    SUM = "SUM"
+    MAX = "MAX"
+    MIN = "MIN"

@@ -1,0 +1,118 @@
+"""Grouping many arrays into few contiguous buffers, so a batch costs one MPI call per pack.
+
+The grouping is TensorFlow's ``cross_device_utils.group_by_size``; the order is TF's
+``CollectiveAllReduce``: values are packed in reversed order (gradients are produced back to
+front), and results are returned in the caller's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+
+def group_by_size(sizes: Sequence[int], bytes_per_pack: int) -> list[list[int]]:
+    """Groups positions ``0..len(sizes)-1`` into packs of about ``bytes_per_pack`` bytes.
+
+    TF's rule: a new pack starts once the current one holds *more* than ``bytes_per_pack``
+    bytes, so packs err on the side of being few and large; ``bytes_per_pack == 0`` gives one
+    pack. The order of positions is kept.
+
+    Args:
+      sizes: the size in bytes of each value, in the order they will be packed.
+      bytes_per_pack: the target pack size; 0 for a single pack.
+
+    Returns:
+      Lists of positions into ``sizes``, one list per pack (no empty packs; ``[]`` for none).
+    """
+    if not sizes:
+        return []
+    if bytes_per_pack == 0:
+        return [list(range(len(sizes)))]
+    packs: list[list[int]] = []
+    last_pack_size = 0
+    for i, size in enumerate(sizes):
+        if not packs or last_pack_size > bytes_per_pack:
+            packs.append([])
+            last_pack_size = 0
+        packs[-1].append(i)
+        last_pack_size += size
+    return packs
+
+
+class Segment(NamedTuple):
+    """One array's place in a pack buffer."""
+
+    position: int  # place in the caller's list
+    offset: int  # first element in the buffer
+    size: int  # number of elements
+    shape: tuple[int, ...]
+
+
+class Chunk(NamedTuple):
+    """The arrays of one pack that share a dtype: they become one buffer and one MPI call."""
+
+    dtype: Any
+    total: int
+    segments: tuple[Segment, ...]
+
+
+def plan_batch(
+    dtypes: Sequence[Any], shapes: Sequence[tuple[int, ...]], bytes_per_pack: int
+) -> tuple[Chunk, ...]:
+    """Plans a batch reduction: TF's reversed-order packs, then one chunk per dtype per pack.
+
+    Args:
+      dtypes: each array's dtype (the same on every rank; the caller has agreed on it).
+      shapes: each array's shape.
+      bytes_per_pack: as in ``CommunicationOptions``.
+
+    Returns:
+      Chunks in the order their MPI calls are issued. Arrays with no elements are left out
+      (nothing to reduce); the caller gives them empty results.
+    """
+    order = [i for i in reversed(range(len(shapes)))]
+    sizes = []
+    counts = []
+    for i in order:
+        count = 1
+        for d in shapes[i]:
+            count *= d
+        counts.append(count)
+        sizes.append(count * dtypes[i].itemsize)
+    chunks: list[Chunk] = []
+    for pack in group_by_size(sizes, bytes_per_pack):
+        by_dtype: dict[Any, list[Segment]] = {}
+        totals: dict[Any, int] = {}
+        for p in pack:
+            i = order[p]
+            if counts[p] == 0:
+                continue
+            dtype = dtypes[i]
+            offset = totals.get(dtype, 0)
+            by_dtype.setdefault(dtype, []).append(Segment(i, offset, counts[p], shapes[i]))
+            totals[dtype] = offset + counts[p]
+        # dict order is insertion order: the first dtype met in the pack goes first on every rank.
+        for dtype, segments in by_dtype.items():
+            chunks.append(Chunk(dtype, totals[dtype], tuple(segments)))
+    return tuple(chunks)
+
+
+def pack(chunk: Chunk, arrays: Sequence[Any], buffer: Any) -> None:
+    """Copies the chunk's arrays into ``buffer``, each at its offset, casting to the wire dtype.
+
+    Assigning through a reshaped view reads non-contiguous or byte-swapped inputs directly, so
+    each input is copied exactly once.
+    """
+    for seg in chunk.segments:
+        buffer[seg.offset : seg.offset + seg.size].reshape(seg.shape)[...] = arrays[seg.position]
+
+
+def unpack(buffer: Any, chunk: Chunk, out: list[Any]) -> None:
+    """Puts each array's slice of a reduced buffer, in its shape, at its place in ``out``.
+
+    The results are views into ``buffer``, which was made for this call alone: no copy, and
+    no aliasing with anything the caller or a cache holds.
+    """
+    for seg in chunk.segments:
+        out[seg.position] = buffer[seg.offset : seg.offset + seg.size].reshape(seg.shape)

@@ -1,0 +1,321 @@
+"""``python -m mwms_mpi.run script.py``: run a program on every rank; MPI_Abort if any rank fails.
+
+Under ``mpiexec``, a rank that dies from an uncaught exception while the others wait in a
+collective leaves the job hanging forever: the survivors cannot tell a dead peer from a slow one.
+This runner executes the program as ``__main__`` (as ``python script.py`` or ``python -m module``
+would) and, when it ends with an uncaught exception, a non-zero ``sys.exit`` or ``Ctrl-C``,
+prints the failing rank's traceback and calls ``MPI_Abort`` on ``COMM_WORLD`` so the launcher ends
+the whole job with a non-zero exit code (DESIGN §4 "Failure"). It mirrors ``python -m mpi4py``,
+but says which rank failed and why.
+
+MPI is not initialised unless the program initialises it or the program fails under a launcher:
+``MPI_Abort`` is the only way to make the launcher kill the other ranks, so the failure path
+initialises MPI if needed. That ``MPI_Init`` completes only once every rank has entered MPI, so it
+is bounded by a watchdog (``MWMS_MPI_RUN_INIT_TIMEOUT`` seconds, default 60) for programs whose
+other ranks never start MPI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import runpy
+import sys
+import traceback
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from mwms_mpi import _mpi
+
+PROG = "mwms_mpi.run"
+
+# Rank and size as the common launchers export them, in the order they are consulted; used
+# only while MPI is not initialised (once it is, COMM_WORLD is the authority).
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
+
+INIT_TIMEOUT_VARIABLE = "MWMS_MPI_RUN_INIT_TIMEOUT"
+DEFAULT_INIT_TIMEOUT_S = 60.0
+
+# Exit statuses, as CPython uses them: an uncaught exception, a bad command line, SIGINT.
+EXCEPTION_STATUS = 1
+USAGE_STATUS = 2
+INTERRUPT_STATUS = 130
+
+USAGE = f"""\
+usage: python -m {PROG} <script.py> [arg ...]
+   or: python -m {PROG} -m <module> [arg ...]
+   or: python -m {PROG} -c <command> [arg ...]
+
+Runs a Python program as __main__, with sys.argv set as python would set it. If the program
+ends on any rank with an uncaught exception, a non-zero sys.exit() or KeyboardInterrupt, that
+rank prints its traceback to stderr and calls MPI_Abort on COMM_WORLD, so the whole job ends with
+a non-zero exit code instead of the other ranks waiting forever in a collective.
+
+    mpiexec -n 4 python -m {PROG} train.py --epochs 3
+
+options:
+  -h, --help  show this message and exit
+
+environment:
+  {INIT_TIMEOUT_VARIABLE}  seconds a failing rank waits in MPI_Init (needed to abort when
+      the program failed before starting MPI) before it exits without aborting (default 60)
+"""
+
+# Frames of the runner and of runpy (frozen in CPython 3.11+) that lead into the program.
+_INTERNAL_FILES = frozenset(
+    {os.path.abspath(__file__), os.path.abspath(str(runpy.__file__)), "<frozen runpy>"}
+)
+
+
+class UsageError(Exception):
+    """The command line names no program to run."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """What to run: a script path, a module name or a command string, and its arguments."""
+
+    kind: Literal["path", "module", "command"]
+    target: str
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How the program ended badly: the exit status, a one-line reason, and details to print."""
+
+    status: int
+    reason: str
+    details: str = ""
+
+
+def parse_args(argv: Sequence[str]) -> Program | None:
+    """Parses the runner's command line; returns None when help was asked for.
+
+    Raises:
+      UsageError: no program was named, or an option is unknown.
+    """
+    if not argv:
+        raise UsageError("no script or module given")
+    first, rest = argv[0], tuple(argv[1:])
+    if first in ("-h", "--help"):
+        return None
+    if first in ("-m", "-c"):
+        if not rest:
+            raise UsageError(f"argument expected for option {first}")
+        kind: Literal["module", "command"] = "module" if first == "-m" else "command"
+        return Program(kind, rest[0], rest[1:])
+    if first.startswith("-"):
+        raise UsageError(f"unknown option {first}")
+    return Program("path", first, rest)
+
+
+def run_program(program: Program) -> None:
+    """Runs ``program`` as ``__main__`` with python's ``sys.argv`` and ``sys.path[0]``.
+
+    Both are restored afterwards, so that :func:`main` can be called more than once in a test.
+    """
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:
+        if program.kind == "path":
+            sys.argv = [program.target, *program.args]
+            if not sys.flags.isolated:
+                sys.path[0] = os.path.realpath(os.path.dirname(program.target))
+            runpy.run_path(program.target, run_name="__main__")
+        elif program.kind == "module":
+            # run_module(alter_sys=True) replaces argv[0] with the module's file, as `python -m`.
+            sys.argv = [program.target, *program.args]
+            runpy.run_module(program.target, run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = ["-c", *program.args]
+            _run_command(program.target)
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def _run_command(source: str) -> None:
+    """Executes ``-c`` source in a fresh ``__main__`` module (so its classes pickle)."""
+    module = types.ModuleType("__main__")
+    saved_main = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        exec(compile(source, "<string>", "exec"), module.__dict__)
+    finally:
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status.
+
+    When the program fails under a launcher, or after it initialised MPI, this does not return:
+    it aborts the MPI job. Outside a launcher, with MPI never initialised, it prints the same
+    report and returns the status, as a plain ``python script.py`` would.
+    """
+    try:
+        program = parse_args(sys.argv[1:] if argv is None else list(argv))
+    except UsageError as exc:
+        print(f"{PROG}: {exc}\n{USAGE.splitlines()[0]}", file=sys.stderr)
+        return USAGE_STATUS
+    if program is None:
+        print(USAGE, end="")
+        return 0
+    if program.kind == "path" and not os.path.exists(program.target):
+        return fail(Failure(USAGE_STATUS, f"can't open file {program.target!r}"))
+    failure = _run_catching(program)
+    return 0 if failure is None else fail(failure)
+
+
+def _run_catching(program: Program) -> Failure | None:
+    """Runs the program; returns how it failed, or None when it ended normally."""
+    try:
+        run_program(program)
+    except SystemExit as exc:
+        return _exit_failure(exc)
+    except KeyboardInterrupt as exc:
+        return Failure(INTERRUPT_STATUS, "interrupted (KeyboardInterrupt)", format_exception(exc))
+    except BaseException as exc:
+        return Failure(EXCEPTION_STATUS, f"uncaught {type(exc).__name__}", format_exception(exc))
+    return None
+
+
+def _exit_failure(exc: SystemExit) -> Failure | None:
+    """Maps ``sys.exit(code)`` the way CPython does: None/0 succeed, other objects are printed."""
+    code = exc.code
+    if code is None or code == 0:
+        return None
+    if isinstance(code, int):
+        return Failure(code, f"sys.exit({code})")
+    return Failure(EXCEPTION_STATUS, "sys.exit() with a message", f"{code}\n")
+
+
+def format_exception(exc: BaseException) -> str:
+    """Formats ``exc`` with its chain, dropping the runner's and runpy's own leading frames."""
+    tb = exc.__traceback__
+    while tb is not None and _is_internal(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(exc), exc, tb or exc.__traceback__)
+    return "".join(lines)
+
+
+def _is_internal(filename: str) -> bool:
+    """Whether a frame's file is the runner's or runpy's (frozen names are not paths)."""
+    return filename in _INTERNAL_FILES or os.path.abspath(filename) in _INTERNAL_FILES
+
+
+def fail(failure: Failure) -> int:
+    """Reports ``failure`` on stderr, then aborts the job when other ranks may be waiting.
+
+    Returns the status only when there is nothing to abort (no launcher, MPI never initialised)
+    or aborting is impossible (MPI already finalised).
+    """
+    aborting = _mpi.is_initialized() or _env_value(RANK_VARIABLES) is not None
+    action = "aborting the job" if aborting else f"exiting with status {failure.status}"
+    rank, size = _where()
+    tag = f"[{PROG}] rank {rank}"
+    _write_stderr(f"{tag} of {size}: {failure.reason}, {action}", tag, failure.details)
+    if aborting:
+        if not _mpi.is_initialized():
+            timeout = _init_timeout()
+            _write_stderr(
+                f"{tag}: initialising MPI to abort (giving up after {timeout:g}s if the other "
+                f"ranks never start MPI; set {INIT_TIMEOUT_VARIABLE} to change)",
+                tag,
+                "",
+            )
+        try:
+            abort(failure.status)
+        except Exception as exc:  # no mpi4py, or MPI refused: exiting non-zero is what is left
+            _write_stderr(f"{tag}: could not abort the job: {exc!r}", tag, "")
+    return failure.status
+
+
+def _where() -> tuple[str, str]:
+    """This rank and the world size: from COMM_WORLD when MPI is up, else from the launcher."""
+    if _mpi_running():
+        return str(_mpi.world_rank()), str(_mpi.world_size())
+    rank = _env_value(RANK_VARIABLES)
+    if rank is None:
+        return "0", "1"
+    return rank, _env_value(SIZE_VARIABLES) or "?"
+
+
+def _mpi_running() -> bool:
+    """Whether MPI is initialised and not finalised, without initialising it."""
+    return _mpi.is_initialized() and not _mpi.mpi().Is_finalized()
+
+
+def _env_value(names: Sequence[str]) -> str | None:
+    """The first of ``names`` set in the environment, or None."""
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def _write_stderr(header: str, tag: str, details: str) -> None:
+    """Writes the report as one block, each line tagged, after flushing the program's output.
+
+    One write keeps the block together when several ranks fail at once; the tag tells their
+    interleaved lines apart.
+    """
+    _flush()
+    body = "".join(f"{tag}: {line}\n" for line in details.splitlines())
+    sys.stderr.write(f"{header}\n{body}")
+    _flush()
+
+
+def _flush() -> None:
+    """Flushes stdout and stderr: MPI_Abort kills the process without flushing Python buffers."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+
+
+def abort(status: int) -> int:
+    """Calls ``MPI_Abort(COMM_WORLD, status)``, initialising MPI first if the program did not.
+
+    Returns ``status`` only when MPI is finalised already, so the caller can exit normally.
+    """
+    mpi = _initialised_mpi()
+    if mpi.Is_finalized():
+        return status
+    _flush()
+    # Exit codes are one byte; keep the job's non-zero even for sys.exit(256) or sys.exit(-1).
+    mpi.COMM_WORLD.Abort(status % 256 or EXCEPTION_STATUS)
+    return status  # not reached: Abort ends the process
+
+
+def _initialised_mpi() -> types.ModuleType:
+    """``mpi4py.MPI``, initialised; a watchdog ends the process if MPI_Init never completes.
+
+    MPI_Init waits until every rank has entered MPI (MPICH's PMI fence) and holds the GIL while
+    it waits, so only a C-level watchdog (faulthandler's) can bound it. If it fires, it dumps
+    this stack and exits with status 1 — non-zero, which is all the launcher needs.
+    """
+    if not _mpi.is_initialized():
+        faulthandler.dump_traceback_later(_init_timeout(), exit=True)
+    try:
+        mpi = _mpi.mpi()
+        if not mpi.Is_initialized():  # the program imported MPI with mpi4py.rc.initialize=False
+            mpi.Init_thread()
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    return mpi
+
+
+def _init_timeout() -> float:
+    """Seconds a failing rank waits in MPI_Init before giving up on aborting the job."""
+    try:
+        return max(float(os.environ.get(INIT_TIMEOUT_VARIABLE, DEFAULT_INIT_TIMEOUT_S)), 1.0)
+    except ValueError:
+        return DEFAULT_INIT_TIMEOUT_S
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Collective speed as ratios against raw mpi4py, measured interleaved in the same run.
+
+Run: ``mpiexec -n 2 .venv/bin/python scripts/bench_collectives.py [--quick] [--json-only]``.
+
+Each measurement times one operation at a time, every rank starting together after a barrier,
+and keeps the slowest rank's time (a collective is as slow as its last rank). Variants of the
+same case alternate iteration by iteration, so drift in the machine hits them alike. Reported:
+the median over iterations after warm-up, one JSON line per measurement, then a table of ratios.
+
+Like is compared with like: ``raw`` gives MPI a preallocated output buffer (the strictest
+baseline), ``raw+alloc`` allocates a fresh output per call as our API must; the hand-packed
+baseline pays for its own packing and unpacking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+from mpi4py import MPI
+
+from mwms_mpi.collective import Communicator
+from mwms_mpi.types import CommunicationOptions
+
+Case = dict[str, Callable[[], object]]
+
+
+def _time_once(comm: MPI.Intracomm, fn: Callable[[], object]) -> float:
+    comm.Barrier()
+    start = time.perf_counter()
+    fn()
+    local = time.perf_counter() - start
+    return float(comm.allreduce(local, op=MPI.MAX))
+
+
+def measure(comm: MPI.Intracomm, variants: Case, iters: int, warmup: int) -> dict[str, float]:
+    """Median seconds per call of each variant, interleaved iteration by iteration."""
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for i in range(warmup + iters):
+        for name, fn in variants.items():
+            t = _time_once(comm, fn)
+            if i >= warmup:
+                samples[name].append(t)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def single_array_cases(comm: MPI.Intracomm, ours: Communicator, nbytes: int) -> Case:
+    x = np.ones(nbytes // 4, dtype=np.float32)
+    recv = np.empty_like(x)
+    return {
+        "raw": lambda: comm.Allreduce(x, recv, MPI.SUM),
+        "raw+alloc": lambda: comm.Allreduce(x, np.empty_like(x), MPI.SUM),
+        "all_reduce": lambda: ours.all_reduce(x),
+    }
+
+
+def batch_cases(comm: MPI.Intracomm, ours: Communicator, count: int, nbytes: int) -> Case:
+    arrays = [np.full(nbytes // 4, i, dtype=np.float32) for i in range(count)]
+    one_mb = CommunicationOptions(bytes_per_pack=1 << 20)
+
+    def raw_each() -> list[np.ndarray]:
+        out = []
+        for a in arrays:
+            r = np.empty_like(a)
+            comm.Allreduce(a, r, MPI.SUM)
+            out.append(r)
+        return out
+
+    def raw_packed() -> list[np.ndarray]:
+        buf = np.concatenate(arrays)
+        comm.Allreduce(MPI.IN_PLACE, buf, MPI.SUM)
+        return np.split(buf, count)
+
+    return {
+        "raw_packed": raw_packed,
+        "raw_each": raw_each,
+        "batch_all_reduce": lambda: ours.batch_all_reduce(arrays),
+        "batch_all_reduce_1MB": lambda: ours.batch_all_reduce(arrays, options=one_mb),
+    }
+
+
+def _iters(nbytes: int, quick: bool) -> tuple[int, int]:
+    iters = max(10, min(2000, (400 << 20) // max(nbytes, 1) // 8))
+    if quick:
+        iters = max(5, iters // 10)
+    return iters, max(3, iters // 10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
+    parser.add_argument("--json-only", action="store_true", help="no table")
+    args = parser.parse_args(argv)
+    comm = MPI.COMM_WORLD.Dup()
+    ours = Communicator()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    rows: list[dict[str, object]] = []
+
+    def record(case: str, nbytes: int, timings: dict[str, float], baseline: str) -> None:
+        for variant, seconds in timings.items():
+            row = {
+                "case": case,
+                "bytes": nbytes,
+                "ranks": size,
+                "variant": variant,
+                "median_us": round(seconds * 1e6, 2),
+                "ratio": round(seconds / timings[baseline], 3),
+                "baseline": baseline,
+            }
+            rows.append(row)
+            if rank == 0:
+                print(json.dumps(row), flush=True)
+
+    for nbytes in (4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20):
+        iters, warmup = _iters(nbytes, args.quick)
+        timings = measure(comm, single_array_cases(comm, ours, nbytes), iters, warmup)
+        record("all_reduce float32", nbytes, timings, "raw")
+    iters, warmup = _iters(200 * 4096, args.quick)
+    timings = measure(comm, batch_cases(comm, ours, 200, 4096), iters, warmup)
+    record("200 x 4 KB float32", 200 * 4096, timings, "raw_packed")
+
+    if rank == 0 and not args.json_only:
+        print(f"\n{size} ranks, {MPI.Get_library_version().splitlines()[0]}; median per call")
+        print(f"{'case':<22}{'bytes':>10}  {'variant':<22}{'median us':>12}{'ratio':>8}  vs")
+        for r in rows:
+            print(
+                f"{r['case']:<22}{r['bytes']:>10}  {r['variant']:<22}"
+                f"{r['median_us']:>12}{r['ratio']:>8}  {r['baseline']}"
+            )
+    ours.close()
+    comm.Free()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""Checks mwms_mpi's architecture (DESIGN §3): import direction, module size, no import-time MPI.
+
+Run by ``make lint``; stdlib only. Rules:
+
+1. Imports run one way. Each top-level module or subpackage of the package has a layer::
+
+       0  errors types nest _context _mpi
+       1  cluster
+       2  collective
+       3  values data          (values and data must not import each other)
+       4  distribute train optimizers
+       5  run
+
+   A module may import only modules at its own layer or below. The package's ``__init__.py``
+   is the re-export top and may import anything; nothing inside the package may import the
+   package top itself (``from mwms_mpi import Variable`` would run every layer's imports).
+   Imports anywhere count: inside functions and under ``if TYPE_CHECKING`` too, so "lazy"
+   imports cannot hide a cycle. A module not listed above is an error until it is given a layer.
+2. No module longer than :data:`MAX_LINES` lines.
+3. No import-time MPI: ``from mpi4py import MPI`` / ``import mpi4py.MPI`` only inside functions
+   (importing ``mpi4py.MPI`` initialises MPI; ``_mpi.py`` is the accessor). Imports under
+   ``if TYPE_CHECKING:`` never run and are allowed.
+
+Usage: ``python scripts/lint_layers.py [PACKAGE_DIR]`` (default: the repository's ``mwms_mpi``).
+Prints ``path:line: message`` per violation and exits 1 if there is any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+LAYERS: dict[str, int] = {
+    "errors": 0,
+    "types": 0,
+    "nest": 0,
+    "_context": 0,
+    "_mpi": 0,
+    "cluster": 1,
+    "collective": 2,
+    "values": 3,
+    "data": 3,
+    "distribute": 4,
+    "train": 4,
+    "optimizers": 4,
+    "run": 5,
+}
+# Same-layer pairs that must stay independent: (importer, imported).
+FORBIDDEN_PAIRS = frozenset({("values", "data"), ("data", "values")})
+TOP = "__init__"  # the package's own __init__.py: the re-export top
+MAX_LINES = 500
+
+DEFAULT_PACKAGE = Path(__file__).resolve().parent.parent / "mwms_mpi"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule at a place in a file."""
+
+    path: Path
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Module:
+    """A source file of the package: its path, dotted name, and the layer key it belongs to."""
+
+    path: Path
+    name: str  # dotted, e.g. "mwms_mpi.cluster.spec"
+    is_package: bool  # an __init__.py: relative imports resolve from the package itself
+
+    @property
+    def key(self) -> str:
+        """``cluster`` for ``mwms_mpi.cluster.spec``; :data:`TOP` for the package's __init__."""
+        parts = self.name.split(".")
+        return parts[1] if len(parts) > 1 else TOP
+
+
+def discover(package_dir: Path) -> list[Module]:
+    """Every ``.py`` file under ``package_dir``, as modules of the package named like the dir."""
+    root = package_dir.name
+    modules = []
+    for path in sorted(package_dir.rglob("*.py")):
+        relative = path.relative_to(package_dir).with_suffix("").parts
+        is_package = relative[-1] == "__init__"
+        parts = (root, *relative[:-1]) if is_package else (root, *relative)
+        modules.append(Module(path, ".".join(parts), is_package))
+    return modules
+
+
+def top_level_names(package_dir: Path) -> frozenset[str]:
+    """Names of the package's direct submodules and subpackages (for ``from pkg import x``)."""
+    names = {p.stem for p in package_dir.glob("*.py") if p.stem != "__init__"}
+    names |= {p.name for p in package_dir.iterdir() if (p / "__init__.py").is_file()}
+    return frozenset(names)
+
+
+@dataclass(frozen=True)
+class ImportSite:
+    """An import statement's target inside the package, as a layer key, and where it is."""
+
+    key: str
+    line: int
+    text: str  # the imported dotted name, for the message
+
+
+def resolve_base(module: Module, node: ast.ImportFrom) -> str | None:
+    """The absolute dotted module ``from X import ...`` names; None if it climbs above the root."""
+    if node.level == 0:
+        return node.module or ""
+    parts = module.name.split(".")
+    package = parts if module.is_package else parts[:-1]
+    if node.level - 1 > len(package) - 1:
+        return None
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def package_imports(
+    module: Module, tree: ast.AST, root: str, submodules: frozenset[str]
+) -> Iterator[ImportSite | Violation]:
+    """Every import of the package's own modules in ``tree`` (anywhere in it), as layer keys."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                site = _site(alias.name, root, node.lineno)
+                if site is not None:
+                    yield site
+        elif isinstance(node, ast.ImportFrom):
+            base = resolve_base(module, node)
+            if base is None:
+                yield Violation(module.path, node.lineno, "relative import beyond the package")
+                continue
+            if base == root:  # from mwms_mpi import x: x may be a submodule or a name in TOP
+                for alias in node.names:
+                    key = alias.name if alias.name in submodules else TOP
+                    yield ImportSite(key, node.lineno, f"{root}.{alias.name}")
+            else:
+                site = _site(base, root, node.lineno)
+                if site is not None:
+                    yield site
+
+
+def _site(dotted: str, root: str, line: int) -> ImportSite | None:
+    """The layer key of ``dotted`` if it is inside the package ``root``, else None."""
+    parts = dotted.split(".")
+    if parts[0] != root:
+        return None
+    return ImportSite(parts[1] if len(parts) > 1 else TOP, line, dotted)
+
+
+def check_direction(module: Module, site: ImportSite) -> str | None:
+    """Why ``module`` may not import ``site``, or None if it may."""
+    if module.key == TOP or site.key == module.key:
+        return None
+    if site.key == TOP:
+        return f"{module.name} imports the package top ({site.text}); import the defining module"
+    importer, imported = LAYERS.get(module.key), LAYERS.get(site.key)
+    if importer is None or imported is None:
+        return None  # reported once per module by check_module
+    if imported > importer:
+        return (
+            f"upward import: {module.name} (layer {importer}, {module.key}) imports "
+            f"{site.text} (layer {imported}, {site.key}); imports must run down DESIGN §3's list"
+        )
+    if (module.key, site.key) in FORBIDDEN_PAIRS:
+        return f"{module.key} and {site.key} must not import each other: {site.text}"
+    return None
+
+
+def import_time_mpi(module: Module, tree: ast.Module) -> Iterator[Violation]:
+    """``mpi4py.MPI`` imports that run at import time (outside any function)."""
+    for node, in_function in _walk_scoped(tree, False):
+        if not in_function and isinstance(node, ast.Import | ast.ImportFrom) and _imports_mpi(node):
+            yield Violation(
+                module.path,
+                node.lineno,
+                "import-time MPI: importing mpi4py.MPI initialises MPI; import it inside a "
+                "function (use mwms_mpi._mpi.mpi())",
+            )
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _walk_scoped(node: ast.AST, in_function: bool) -> Iterator[tuple[ast.AST, bool]]:
+    """All nodes with whether a function encloses them; ``if TYPE_CHECKING:`` bodies skipped."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for other in child.orelse:
+                yield other, in_function
+                yield from _walk_scoped(other, in_function)
+            continue
+        yield child, in_function
+        inner = in_function or isinstance(
+            child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+        )
+        yield from _walk_scoped(child, inner)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _imports_mpi(node: ast.Import | ast.ImportFrom) -> bool:
+    """Whether ``node`` imports ``mpi4py.MPI`` (which initialises MPI)."""
+    if isinstance(node, ast.Import):
+        return any(a.name == "mpi4py.MPI" or a.name.startswith("mpi4py.MPI.") for a in node.names)
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        if node.module == "mpi4py":
+            return any(a.name in ("MPI", "*") for a in node.names)
+        return node.module == "mpi4py.MPI" or node.module.startswith("mpi4py.MPI.")
+    return False
+
+
+def check_module(module: Module, root: str, submodules: frozenset[str]) -> list[Violation]:
+    """All violations in one file."""
+    source = module.path.read_text(encoding="utf-8")
+    violations = []
+    lines = len(source.splitlines())
+    if lines > MAX_LINES:
+        violations.append(
+            Violation(module.path, MAX_LINES + 1, f"{lines} lines; modules stay <= {MAX_LINES}")
+        )
+    try:
+        tree = ast.parse(source, filename=str(module.path))
+    except SyntaxError as exc:
+        return [*violations, Violation(module.path, exc.lineno or 1, f"syntax error: {exc.msg}")]
+    if module.key != TOP and module.key not in LAYERS:
+        violations.append(
+            Violation(
+                module.path,
+                1,
+                f"{module.key!r} has no layer; add it to LAYERS in scripts/lint_layers.py "
+                "(and to DESIGN §3)",
+            )
+        )
+    for item in package_imports(module, tree, root, submodules):
+        if isinstance(item, Violation):
+            violations.append(item)
+            continue
+        reason = check_direction(module, item)
+        if reason is not None:
+            violations.append(Violation(module.path, item.line, reason))
+    violations.extend(import_time_mpi(module, tree))
+    return violations
+
+
+def lint(package_dir: Path) -> list[Violation]:
+    """All violations in the package at ``package_dir``, in file and line order."""
+    submodules = top_level_names(package_dir)
+    violations = []
+    for module in discover(package_dir):
+        violations.extend(check_module(module, package_dir.name, submodules))
+    return sorted(violations, key=lambda v: (str(v.path), v.line))
+
+
+def _display(path: Path) -> Path:
+    """``path`` relative to the working directory when it is below it, for short messages."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Lints the package; prints violations; returns 1 if there are any, else 0."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("package_dir", nargs="?", type=Path, default=DEFAULT_PACKAGE)
+    args = parser.parse_args(argv)
+    package_dir: Path = args.package_dir
+    if not (package_dir / "__init__.py").is_file():
+        print(f"lint_layers: {package_dir} is not a package", file=sys.stderr)
+        return 2
+    violations = lint(package_dir)
+    for violation in violations:
+        print(Violation(_display(violation.path), violation.line, violation.message))
+    count = len(discover(package_dir))
+    if violations:
+        print(f"lint_layers: {len(violations)} violation(s) in {count} modules", file=sys.stderr)
+        return 1
+    print(f"lint_layers: {count} modules OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Shared test helpers: serial numpy references and rank-deterministic data."""
