@@ -1,0 +1,102 @@
+"""End-to-end failures of the collective layer: each ends with a clear error on every rank.
+
+These run ``mpiexec`` as a subprocess: a timed-out collective leaves the job poisoned (MPI
+cannot cancel it), so it cannot share a process with the test runner (DESIGN §8).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.launch import json_records, run_python_mpi, write_script
+
+pytestmark = pytest.mark.timeout(120)
+
+TIMEOUT_S = 3.0
+
+SKIPPER = """
+    import json, sys, time
+    import numpy as np
+    from mwms_mpi.collective import Communicator
+    from mwms_mpi.errors import DeadlineExceededError, UnavailableError
+    from mwms_mpi.types import CommunicationOptions
+    from mwms_mpi._mpi import mpi
+
+    timeout = float(sys.argv[1])
+    comm = Communicator(options=CommunicationOptions(timeout_seconds=timeout), name="e2e")
+    warm = comm.all_reduce(np.ones(8, dtype=np.float32))  # a layout every rank has seen
+    record = {"rank": comm.rank, "warm": warm.tolist()}
+    if comm.rank == 1:
+        record["skipped"] = True  # rank 1 never joins the next collective
+        print(json.dumps(record), flush=True)
+        time.sleep(60)  # ended by the others' abort
+    else:
+        start = time.monotonic()
+        try:
+            comm.all_reduce(np.ones(8, dtype=np.float32))
+        except DeadlineExceededError as exc:
+            record.update(error="DeadlineExceededError", message=str(exc), op=exc.op,
+                          elapsed=time.monotonic() - start)
+        try:
+            comm.barrier()
+        except UnavailableError as exc:
+            record["after"] = str(exc)
+    print(json.dumps(record), flush=True)
+    time.sleep(0.5)
+    mpi().COMM_WORLD.Abort(7)  # a poisoned job ends with an abort (DESIGN §8)
+"""
+
+MISMATCH = """
+    import json
+    import numpy as np
+    from mwms_mpi.collective import Communicator
+    from mwms_mpi.errors import InvalidArgumentError
+
+    comm = Communicator(name="e2e")
+    cols = 5 if comm.rank == 1 else 4
+    record = {"rank": comm.rank}
+    try:
+        comm.all_reduce(np.ones((3, cols), dtype=np.float32))
+    except InvalidArgumentError as exc:
+        record.update(error="InvalidArgumentError", message=str(exc))
+    record["after"] = comm.all_reduce(np.ones(2)).tolist()  # still usable
+    print(json.dumps(record), flush=True)
+    comm.close()
+"""
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_a_rank_that_skips_a_collective_times_out_the_others(tmp_path: Path, ranks: int) -> None:
+    script = write_script(tmp_path, "skipper.py", SKIPPER)
+    result = run_python_mpi(ranks, script, [str(TIMEOUT_S)], timeout=60)
+    assert not result.killed and result.returncode == 7, result.describe()
+    records = {r["rank"]: r for r in json_records(result.stdout)}
+    assert sorted(records) == list(range(ranks)), result.describe()
+    for rank, record in records.items():
+        assert record["warm"] == [float(ranks)] * 8
+        if rank == 1:
+            continue
+        assert record["error"] == "DeadlineExceededError", result.describe()
+        assert TIMEOUT_S <= record["elapsed"] <= TIMEOUT_S + 2, record
+        assert record["op"] == "all_reduce"
+        assert f"all_reduce #2 on rank {rank} of {ranks} (communicator e2e)" in record["message"]
+        assert "timed out after" in record["message"]
+        assert "unusable" in record["after"] and "barrier" in record["after"]
+    assert result.wall_s < TIMEOUT_S + 30
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_a_shape_mismatch_raises_on_every_rank(tmp_path: Path, ranks: int) -> None:
+    script = write_script(tmp_path, "mismatch.py", MISMATCH)
+    result = run_python_mpi(ranks, script, timeout=60)
+    assert result.returncode == 0 and not result.killed, result.describe()
+    records = {r["rank"]: r for r in json_records(result.stdout)}
+    assert sorted(records) == list(range(ranks)), result.describe()
+    for rank, record in records.items():
+        assert record["error"] == "InvalidArgumentError"
+        message = record["message"]
+        assert message.startswith(f"all_reduce #1 on rank {rank}: shape ")
+        assert "(3, 4) float32" in message and "(3, 5) float32" in message
+        assert record["after"] == [float(ranks)] * 2

@@ -1,0 +1,67 @@
+"""Layout digests and the mismatch messages every rank raises."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from mwms_mpi.collective.signature import ANY, Layout, describe, digest, mismatch_message
+
+
+def test_digest_is_stable_across_processes() -> None:
+    layout = Layout("all_reduce", "SUM", (("float32", (3, 4)),))
+    code = (
+        "from mwms_mpi.collective.signature import Layout, digest;"
+        "print(digest(Layout('all_reduce', 'SUM', (('float32', (3, 4)),))))"
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "123", "PATH": ""},
+    )
+    assert int(other.stdout) == digest(layout)
+    assert 0 <= digest(layout) < 2**56
+
+
+def test_digest_separates_layouts() -> None:
+    a = Layout("all_reduce", "SUM", (("float32", (3, 4)),))
+    assert digest(a) != digest(a._replace(op="MAX"))
+    assert digest(a) != digest(a._replace(items=(("float32", (4, 3)),)))
+    assert digest(a) != digest(a._replace(kind="broadcast"))
+
+
+def test_message_names_op_ranks_and_shapes() -> None:
+    mine = Layout("all_reduce", "SUM", (("float32", (3, 4)),))
+    theirs = mine._replace(items=(("float32", (3, 5)),))
+    text = mismatch_message("all_reduce", 12, 2, [mine, mine, theirs], "c0")
+    assert text.startswith(
+        "all_reduce #12 on rank 2: shape (3, 5) float32 != (3, 4) float32 on rank 0"
+    )
+    assert "ranks [0, 1]" in text and "ranks [2]" in text
+    # a rank that agrees with rank 0 is compared with the first rank that differs
+    text = mismatch_message("all_reduce", 12, 0, [mine, mine, theirs], "c0")
+    assert "shape (3, 4) float32 != (3, 5) float32 on rank 2" in text
+
+
+def test_message_for_kind_op_count_dtype_and_extra() -> None:
+    base = Layout(
+        "batch_all_reduce", "SUM", (("float32", (2,)), ("int64", (3,))), (("bytes_per_pack", 0),)
+    )
+    cases = {
+        base._replace(kind="broadcast"): "collective batch_all_reduce != broadcast",
+        base._replace(op="MAX"): "op SUM != MAX",
+        base._replace(items=base.items[:1]): "2 arrays != 1 arrays",
+        base._replace(
+            items=(("float32", (2,)), ("int32", (3,)))
+        ): "array 1: dtype (3,) int64 != (3,) int32",
+        base._replace(extra=(("bytes_per_pack", 8),)): "bytes_per_pack 0 != 8",
+    }
+    for other, expected in cases.items():
+        assert expected in mismatch_message("batch_all_reduce", 1, 0, [base, other], "c"), expected
+
+
+def test_describe_marks_free_dimensions() -> None:
+    layout = Layout("all_gather", "", (("int32", (ANY, 3)),), (("axis", 0),))
+    assert describe(layout) == "all_gather [(*, 3) int32] axis=0"
