@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from threading import get_ident
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from mwms_mpi.collective.backends import CollectiveBackend, default_backends, se
 from mwms_mpi.collective.deadline import Completion, Deadline, wait_all
 from mwms_mpi.collective.dtypes import contiguous, native, normalize_axis, wire_dtype
 from mwms_mpi.collective.ops import Op
-from mwms_mpi.collective.pool import BufferPool
+from mwms_mpi.collective.pool import BufferPool, Slot
 from mwms_mpi.collective.signature import ANY, Layout, digest, mismatch_message
 from mwms_mpi.types import CommunicationOptions
 
@@ -86,17 +86,21 @@ class Communicator:
         self._backends = list(backends) if backends is not None else default_backends(MPI)
         self._host = select(self._backends, np.empty(0))
         self._by_type: dict[type, CollectiveBackend] = {}
-        self._seen: dict[Any, Any] = {}
+        self._seen: dict[Any, Any] = {}  # agreed layouts -> plan (None if nothing to plan)
+        self._reductions: dict[Any, Slot] = {}  # agreed all_reduce layouts -> result buffers
         self._always_check = os.environ.get(CHECK_ENV, "first").lower() == "always"
         stall = os.environ.get(STALL_ENV)
         self._stall = float(stall) if stall else None
-        self._owner = threading.get_ident()
+        self._blocking = self._options.timeout_seconds is None and self._stall is None
+        self._owner = get_ident()
         self._mpi_error: type[Exception] = MPI.Exception
         self._poison: str | None = None
         self._abandoned: list[Any] = []  # requests and buffers of timed-out collectives
         self._closed = False
+        self._usable = True  # False once poisoned or closed: one check on the fast path
         self._pool = BufferPool()
-        self.stats = CommunicatorStats()
+        self._calls = 0
+        self._agreements = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -105,6 +109,7 @@ class Communicator:
         if self._closed:
             return
         self._closed = True
+        self._usable = False
         if self._poison is None:
             self._check.Free()
             self._data.Free()
@@ -114,6 +119,11 @@ class Communicator:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def stats(self) -> CommunicatorStats:
+        """How many calls and layout agreements this communicator has made."""
+        return CommunicatorStats(self._calls, self._agreements)
 
     @property
     def poisoned(self) -> str | None:
@@ -138,27 +148,37 @@ class Communicator:
           DeadlineExceededError: if ``timeout_seconds`` passed before all ranks joined.
           UnavailableError: if an earlier failure poisoned this communicator.
         """
-        seq, backend, _, deadline = self._begin("all_reduce", array, options)
-        key = ("all_reduce", op, array.dtype, array.shape)
+        seq = self._enter("all_reduce")
+        backend = self._by_type.get(type(array)) or self._backend(array)
+        if options is None and self._blocking:
+            deadline = None
+        else:
+            deadline = self._deadline(self._options.merge(options))
+        key = (op, array.dtype, array.shape)
         try:
-            if self._always_check or key not in self._seen:
+            slot = self._reductions.get(key)
+            if slot is None or self._always_check:
                 layout = Layout("all_reduce", op.value, ((array.dtype.name, array.shape),))
                 self._agree("all_reduce", seq, layout, deadline)
                 wire_dtype(array.dtype, op, "all_reduce", seq, self.rank)
-                self._remember(key, None)
-            recv = self._pool.take(array.shape, native(array.dtype), backend.empty)
+                slot = self._pool.slot(array.shape, native(array.dtype))
+                self._remember(self._reductions, key, slot)
+            recv = slot.take(backend.empty)
             if backend.is_sendable(array):
                 send = array
             else:  # one copy, into the result, which is then reduced in place
                 backend.xp.copyto(recv, array)
                 send = None
             wire = recv
-            if recv.dtype.kind == "b":  # MPI has no MAX/MIN for C bool: send bytes
+            if slot.dtype.kind == "b":  # MPI has no MAX/MIN for C bool: send bytes
                 wire = recv.view(np.uint8)
                 send = None if send is None else send.view(np.uint8)
             if recv.size:
-                request = backend.all_reduce(self._data, send, wire, op, deadline is None)
-                self._complete("all_reduce", seq, deadline, [request], (send, recv))
+                if deadline is None:
+                    backend.all_reduce(self._data, send, wire, op, True)
+                else:
+                    request = backend.all_reduce(self._data, send, wire, op, False)
+                    self._complete("all_reduce", seq, deadline, [request], (send, recv))
             return recv
         except self._mpi_error as exc:
             raise self._internal("all_reduce", seq, exc) from exc
@@ -195,7 +215,7 @@ class Communicator:
                 )
                 self._agree("batch_all_reduce", seq, layout, deadline)
                 plan = self._plan_batch(arrays, backend, op, opts.bytes_per_pack, seq)
-                self._remember(key, plan)
+                self._remember(self._seen, key, plan)
             out: list[Any] = [None] * len(arrays)
             requests: list[Completion | None] = []
             blocking = deadline is None
@@ -279,7 +299,7 @@ class Communicator:
                     "broadcast", "", ((array.dtype.name, array.shape),), (("root", root),)
                 )
                 self._agree("broadcast", seq, layout, deadline)
-                self._remember(key, None)
+                self._remember(self._seen, key, None)
             buf = self._pool.take(array.shape, native(array.dtype), backend.empty)
             if self.rank == root:
                 backend.xp.copyto(buf, array)
@@ -302,7 +322,7 @@ class Communicator:
         try:
             if self._always_check or key not in self._seen:
                 self._agree("barrier", seq, Layout("barrier", "", ()), deadline)
-                self._remember(key, None)
+                self._remember(self._seen, key, None)
             if deadline is None:
                 self._data.Barrier()
             else:
@@ -313,7 +333,13 @@ class Communicator:
     # -- machinery ---------------------------------------------------------------------------
 
     def _enter(self, op_name: str) -> int:
-        """Refuses calls on a poisoned or closed communicator, or from a foreign thread."""
+        """Numbers the call; refuses it on a poisoned or closed communicator or foreign thread."""
+        if not self._usable or get_ident() != self._owner:
+            self._refuse(op_name)
+        self._calls += 1
+        return self._calls
+
+    def _refuse(self, op_name: str) -> NoReturn:
         if self._poison is not None:
             raise errors.UnavailableError(
                 None,
@@ -325,13 +351,10 @@ class Communicator:
             )
         if self._closed:
             raise ValueError(f"{op_name}: communicator {self.name} is closed")
-        if threading.get_ident() != self._owner:
-            raise RuntimeError(
-                f"{op_name}: communicator {self.name} is used from a thread other than the one "
-                "that created it; MPI is called from one thread only"
-            )
-        self.stats.calls += 1
-        return self.stats.calls
+        raise RuntimeError(
+            f"{op_name}: communicator {self.name} is used from a thread other than the one "
+            "that created it; MPI is called from one thread only"
+        )
 
     def _begin(
         self, op_name: str, array: Any, options: CommunicationOptions | None
@@ -370,6 +393,7 @@ class Communicator:
         if wait_all(pending, deadline, lambda: f"{op_name} #{seq} on rank {self.rank}"):
             return
         self._abandoned.append((pending, keepalive))
+        self._usable = False
         waited = deadline.elapsed()
         self._poison = (
             f"{op_name} #{seq} on rank {self.rank} of {self.size} (communicator {self.name}) "
@@ -396,15 +420,16 @@ class Communicator:
             [self._host.all_reduce(self._check, send, recv, Op.MAX, deadline is None)],
             (send, recv),
         )
-        self.stats.agreements += 1
+        self._agreements += 1
         if recv[0] != -recv[1]:
             self._raise_mismatch(op_name, seq, layout)
 
-    def _remember(self, key: Any, plan: Any) -> None:
+    @staticmethod
+    def _remember(seen: dict[Any, Any], key: Any, plan: Any) -> None:
         """Marks a layout as agreed; evicts the oldest first, so every rank evicts alike."""
-        if len(self._seen) >= _MAX_LAYOUTS:
-            del self._seen[next(iter(self._seen))]
-        self._seen[key] = plan
+        if len(seen) >= _MAX_LAYOUTS:
+            del seen[next(iter(seen))]
+        seen[key] = plan
 
     def _plan_batch(
         self,
@@ -446,7 +471,7 @@ class Communicator:
             else:
                 requests = [self._check.Iallgather(send, table)]
                 self._complete(op_name, seq, deadline, requests, (send, table))
-            self.stats.agreements += 1
+            self._agreements += 1
             if (table[:, 1] != table[0, 1]).any():
                 self._raise_mismatch(op_name, seq, layout)
             rows = [int(r) for r in table[:, 0]]
@@ -479,4 +504,5 @@ class Communicator:
     def _internal(self, op_name: str, seq: int, exc: Exception) -> errors.InternalError:
         """Translates an MPI library error; the communicator's state is unknown after it."""
         self._poison = f"{op_name} #{seq} on rank {self.rank} failed in MPI: {exc}"
+        self._usable = False
         return errors.InternalError(None, op_name, self._poison, rank=self.rank)

@@ -15,3 +15,7 @@ class Op(enum.Enum):
     SUM = "SUM"
     MAX = "MAX"
     MIN = "MIN"
+
+    # Members are singletons, so identity hashing is correct, and it is several times faster
+    # than Enum's name hashing on the per-call path (layout keys, backend op tables).
+    __hash__ = object.__hash__

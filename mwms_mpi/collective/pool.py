@@ -19,6 +19,28 @@ from typing import Any
 _UNCLAIMED_REFS = 3
 
 
+class Slot:
+    """The pooled buffers of one (shape, dtype); callers on a hot path may keep it."""
+
+    __slots__ = ("_buffers", "_pool", "dtype", "shape")
+
+    def __init__(self, pool: BufferPool, shape: tuple[int, ...], dtype: Any) -> None:
+        self._pool = pool
+        self._buffers: list[Any] = []
+        self.shape = shape
+        self.dtype = dtype
+
+    def take(self, empty: Callable[..., Any]) -> Any:
+        """A buffer nobody else references: a pooled one if free, else a new one."""
+        for buf in self._buffers:
+            if sys.getrefcount(buf) == _UNCLAIMED_REFS:
+                return buf
+        buf = empty(self.shape, self.dtype)
+        if self._pool.admit(len(self._buffers), int(buf.nbytes)):
+            self._buffers.append(buf)
+        return buf
+
+
 class BufferPool:
     """A few buffers per (shape, dtype), reused once every outside reference is gone.
 
@@ -28,31 +50,33 @@ class BufferPool:
     """
 
     def __init__(self, per_key: int = 4, max_bytes: int = 1 << 30) -> None:
-        self._free: dict[tuple[Any, ...], list[Any]] = {}
+        self._slots: dict[tuple[Any, ...], Slot] = {}
         self._per_key = per_key
         self._max_bytes = max_bytes
         self._bytes = 0
+        # Without reference counts nothing proves a buffer free: keep none.
         self._enabled = hasattr(sys, "getrefcount")
+
+    def slot(self, shape: tuple[int, ...], dtype: Any) -> Slot:
+        """The slot of ``(shape, dtype)``, made on first use."""
+        key = (shape, dtype)
+        found = self._slots.get(key)
+        if found is None:
+            found = self._slots[key] = Slot(self, shape, dtype)
+        return found
 
     def take(self, shape: tuple[int, ...], dtype: Any, empty: Callable[..., Any]) -> Any:
         """A buffer of ``shape`` and ``dtype`` that nobody else references (maybe a new one)."""
-        if not self._enabled:
-            return empty(shape, dtype)
-        key = (shape, dtype)
-        buffers = self._free.get(key)
-        if buffers is None:
-            buffers = self._free[key] = []
-        for buf in buffers:
-            if sys.getrefcount(buf) == _UNCLAIMED_REFS:
-                return buf
-        buf = empty(shape, dtype)
-        nbytes = int(buf.nbytes)
-        if len(buffers) < self._per_key and self._bytes + nbytes <= self._max_bytes:
-            buffers.append(buf)
-            self._bytes += nbytes
-        return buf
+        return self.slot(shape, dtype).take(empty)
+
+    def admit(self, kept: int, nbytes: int) -> bool:
+        """Whether a slot already keeping ``kept`` buffers may keep one more of ``nbytes``."""
+        if not self._enabled or kept >= self._per_key or self._bytes + nbytes > self._max_bytes:
+            return False
+        self._bytes += nbytes
+        return True
 
     def clear(self) -> None:
         """Drops every pooled buffer (they stay valid for whoever still holds them)."""
-        self._free.clear()
+        self._slots.clear()
         self._bytes = 0

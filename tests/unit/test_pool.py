@@ -39,6 +39,6 @@ def test_limits_per_key_and_bytes() -> None:
     kept = [pool.take((8,), F4, np.empty) for _ in range(5)]
     assert len({id(k) for k in kept}) == 5  # all in use: all distinct
     pool.take((1024,), F4, np.empty)  # 4 KB > max_bytes: not pooled
-    assert (((1024,), F4)) in pool._free and pool._free[((1024,), F4)] == []
+    assert pool.slot((1024,), F4)._buffers == []
     pool.clear()
     assert pool.take((8,), F4, np.empty) is not kept[0]
