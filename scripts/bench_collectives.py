@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -27,6 +28,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mwms_mpi.collective import Communicator
+from mwms_mpi.collective.communicator import CHECK_ENV
 from mwms_mpi.types import CommunicationOptions
 
 Case = dict[str, Callable[[], object]]
@@ -51,13 +53,18 @@ def measure(comm: MPI.Intracomm, variants: Case, iters: int, warmup: int) -> dic
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
-def single_array_cases(comm: MPI.Intracomm, ours: Communicator, nbytes: int) -> Case:
+def single_array_cases(
+    comm: MPI.Intracomm, ours: Communicator, checked: Communicator, nbytes: int
+) -> Case:
     x = np.ones(nbytes // 4, dtype=np.float32)
     recv = np.empty_like(x)
-    return {
+    cases: Case = {
         "raw": lambda: comm.Allreduce(x, recv, MPI.SUM),
         "all_reduce": lambda: ours.all_reduce(x),
     }
+    if nbytes <= 64 << 10:  # what the layout check would cost if it ran on every call
+        cases["all_reduce(check=always)"] = lambda: checked.all_reduce(x)
+    return cases
 
 
 def fresh_output_case(comm: MPI.Intracomm, nbytes: int) -> Case:
@@ -104,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD.Dup()
     ours = Communicator()
+    os.environ[CHECK_ENV] = "always"
+    checked = Communicator(name="checked")
+    del os.environ[CHECK_ENV]
     rank, size = comm.Get_rank(), comm.Get_size()
     rows: list[dict[str, object]] = []
 
@@ -124,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for nbytes in (4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20):
         iters, warmup = _iters(nbytes, args.quick)
-        timings = measure(comm, single_array_cases(comm, ours, nbytes), iters, warmup)
+        timings = measure(comm, single_array_cases(comm, ours, checked, nbytes), iters, warmup)
         timings.update(measure(comm, fresh_output_case(comm, nbytes), iters, warmup))
         record("all_reduce float32", nbytes, timings, "raw")
     iters, warmup = _iters(200 * 4096, args.quick)
@@ -133,13 +143,14 @@ def main(argv: list[str] | None = None) -> int:
 
     if rank == 0 and not args.json_only:
         print(f"\n{size} ranks, {MPI.Get_library_version().splitlines()[0]}; median per call")
-        print(f"{'case':<22}{'bytes':>10}  {'variant':<22}{'median us':>12}{'ratio':>8}  vs")
+        print(f"{'case':<22}{'bytes':>10}  {'variant':<26}{'median us':>12}{'ratio':>8}  vs")
         for r in rows:
             print(
-                f"{r['case']:<22}{r['bytes']:>10}  {r['variant']:<22}"
+                f"{r['case']:<22}{r['bytes']:>10}  {r['variant']:<26}"
                 f"{r['median_us']:>12}{r['ratio']:>8}  {r['baseline']}"
             )
     ours.close()
+    checked.close()
     comm.Free()
     return 0
 
