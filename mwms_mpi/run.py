@@ -29,13 +29,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mwms_mpi import _mpi
+from mwms_mpi.cluster.launcher import LauncherInfo, detect_launcher
 
 PROG = "mwms_mpi.run"
 
 # Rank and size as the common launchers export them, in the order they are consulted; used
 # only while MPI is not initialised (once it is, COMM_WORLD is the authority).
-RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
-SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
 
 INIT_TIMEOUT_VARIABLE = "MWMS_MPI_RUN_INIT_TIMEOUT"
 DEFAULT_INIT_TIMEOUT_S = 60.0
@@ -213,7 +212,7 @@ def fail(failure: Failure) -> int:
     Returns the status only when there is nothing to abort (no launcher, MPI never initialised)
     or aborting is impossible (MPI already finalised).
     """
-    aborting = _mpi.is_initialized() or _env_value(RANK_VARIABLES) is not None
+    aborting = _mpi.is_initialized() or _launcher() is not None
     action = "aborting the job" if aborting else f"exiting with status {failure.status}"
     rank, size = _where()
     tag = f"[{PROG}] rank {rank}"
@@ -238,24 +237,23 @@ def _where() -> tuple[str, str]:
     """This rank and the world size: from COMM_WORLD when MPI is up, else from the launcher."""
     if _mpi_running():
         return str(_mpi.world_rank()), str(_mpi.world_size())
-    rank = _env_value(RANK_VARIABLES)
-    if rank is None:
+    info = _launcher()
+    if info is None:
         return "0", "1"
-    return rank, _env_value(SIZE_VARIABLES) or "?"
+    return str(info.rank), "?" if info.size is None else str(info.size)
+
+
+def _launcher() -> LauncherInfo | None:
+    """What the launcher's variables say, or None (also for a malformed variable)."""
+    try:
+        return detect_launcher()
+    except ValueError:
+        return None
 
 
 def _mpi_running() -> bool:
     """Whether MPI is initialised and not finalised, without initialising it."""
     return _mpi.is_initialized() and not _mpi.mpi().Is_finalized()
-
-
-def _env_value(names: Sequence[str]) -> str | None:
-    """The first of ``names`` set in the environment, or None."""
-    for name in names:
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
 
 
 def _write_stderr(header: str, tag: str, details: str) -> None:

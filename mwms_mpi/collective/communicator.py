@@ -304,13 +304,8 @@ class Communicator:
             if self.rank == root:
                 backend.xp.copyto(buf, array)
             if buf.size:
-                self._complete(
-                    "broadcast",
-                    seq,
-                    deadline,
-                    [backend.broadcast(self._data, buf, root, deadline is None)],
-                    buf,
-                )
+                request = backend.broadcast(self._data, buf, root, deadline is None)
+                self._complete("broadcast", seq, deadline, [request], buf)
             return buf
         except self._mpi_error as exc:
             raise self._internal("broadcast", seq, exc) from exc
@@ -340,14 +335,11 @@ class Communicator:
         return self._calls
 
     def _refuse(self, op_name: str) -> NoReturn:
+        where = f"{op_name} on rank {self.rank} (communicator {self.name})"
         if self._poison is not None:
+            text = f"{where}: unusable after an earlier failure: {self._poison}. Rebuild the "
             raise errors.UnavailableError(
-                None,
-                op_name,
-                f"{op_name} on rank {self.rank} (communicator {self.name}): the communicator is "
-                f"unusable after an earlier failure: {self._poison}. Rebuild the strategy or "
-                "end the job.",
-                rank=self.rank,
+                None, op_name, text + "strategy or end the job.", rank=self.rank
             )
         if self._closed:
             raise ValueError(f"{op_name}: communicator {self.name} is closed")
