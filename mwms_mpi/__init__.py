@@ -3,7 +3,7 @@
 Importing the package never initialises MPI; that happens on the first collective.
 """
 
-from mwms_mpi import distribute, errors, train
+from mwms_mpi import data, distribute, errors, train
 
-__all__ = ["distribute", "errors", "train"]
+__all__ = ["data", "distribute", "errors", "train"]
 __version__ = "0.1.0"

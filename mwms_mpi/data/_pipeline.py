@@ -1,0 +1,472 @@
+"""A dataset's pipeline nodes: each knows its element spec, its cardinality and how to iterate."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import nest
+from mwms_mpi.data import _structure
+from mwms_mpi.data.tensor_spec import TensorSpec
+
+INFINITE = -1
+UNKNOWN = -2
+
+
+class Node:
+    """A step of a pipeline. ``iterate(peek)`` yields normalized elements; ``peek`` iterations
+    (used only to infer an element spec) leave per-epoch state such as shuffle seeds alone."""
+
+    inputs: tuple[Node, ...] = ()
+    preserves_batch = False  # compute_batch_size walks through it (TF's pass-through ops)
+
+    def element_spec(self) -> Any:
+        return self.inputs[0].element_spec()
+
+    def cardinality(self) -> int:
+        return self.inputs[0].cardinality()
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def with_input(self, node: Node) -> Node:
+        """A copy of this node reading from ``node`` (for pipeline rewrites)."""
+        clone = copy.copy(self)
+        clone.inputs = (node,)
+        return clone
+
+
+class TensorSlices(Node):
+    def __init__(self, element: Any) -> None:
+        self.element = element
+        flat = nest.flatten(element)
+        for array in flat:
+            if array.ndim == 0:
+                raise ValueError("Unbatching a tensor is only supported for rank >= 1")
+        sizes = [array.shape[0] for array in flat]
+        for size in sizes[1:]:
+            if size != sizes[0]:
+                raise ValueError(f"Dimensions {sizes[0]} and {size} are not compatible")
+        self.size = sizes[0]
+
+    def element_spec(self) -> Any:
+        return nest.map_structure(lambda a: TensorSpec(a.shape[1:], a.dtype), self.element)
+
+    def cardinality(self) -> int:
+        return self.size
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        for index in range(self.size):
+            yield _structure.row(self.element, index)
+
+
+class Tensors(Node):
+    def __init__(self, element: Any) -> None:
+        self.element = element
+
+    def element_spec(self) -> Any:
+        return _structure.spec_of(self.element)
+
+    def cardinality(self) -> int:
+        return 1
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        yield nest.map_structure(np.copy, self.element)
+
+
+class Range(Node):
+    def __init__(self, start: int, stop: int, step: int, dtype: np.dtype[Any]) -> None:
+        self.values = range(start, stop, step)
+        self.dtype = dtype
+
+    def element_spec(self) -> Any:
+        return TensorSpec((), self.dtype)
+
+    def cardinality(self) -> int:
+        return len(self.values)
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        for value in self.values:
+            yield np.asarray(value, dtype=self.dtype)
+
+
+class Batch(Node):
+    preserves_batch = True  # as the batch node itself: compute_batch_size stops here
+
+    def __init__(self, node: Node, batch_size: int, drop_remainder: bool) -> None:
+        self.inputs = (node,)
+        self.batch_size = batch_size
+        self.drop_remainder = drop_remainder
+
+    def element_spec(self) -> Any:
+        dim = self.batch_size if self.drop_remainder else None
+        return _structure.batch_dim_spec(self.inputs[0].element_spec(), dim)
+
+    def cardinality(self) -> int:
+        n = self.inputs[0].cardinality()
+        if n < 0:
+            return n
+        return n // self.batch_size + (0 if self.drop_remainder or n % self.batch_size == 0 else 1)
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        pending: list[Any] = []
+        for element in self.inputs[0].iterate(peek):
+            pending.append(element)
+            if len(pending) == self.batch_size:
+                yield _structure.stack(pending)
+                pending = []
+        if pending and not self.drop_remainder:
+            yield _structure.stack(pending)
+
+
+class Unbatch(Node):
+    def __init__(self, node: Node) -> None:
+        self.inputs = (node,)
+        if any(not spec.shape for spec in nest.flatten(node.element_spec())):
+            raise ValueError("Cannot unbatch an input with scalar components.")
+
+    def element_spec(self) -> Any:
+        spec = self.inputs[0].element_spec()
+        return nest.map_structure(lambda s: TensorSpec(s.shape[1:], s.dtype), spec)
+
+    def cardinality(self) -> int:
+        n = self.inputs[0].cardinality()
+        return INFINITE if n == INFINITE else UNKNOWN
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        return _rows(self.inputs[0].iterate(peek))
+
+
+class Rebatch(Node):
+    """TF's ``Dataset.rebatch`` (RebatchDatasetV2): unbatch, then batch with cycling sizes."""
+
+    def __init__(self, node: Node, batch_sizes: list[int], drop_remainder: bool) -> None:
+        self.inputs = (node,)
+        self.batch_sizes = batch_sizes
+        self.drop_remainder = drop_remainder
+
+    def element_spec(self) -> Any:
+        spec = self.inputs[0].element_spec()
+        sizes = set(self.batch_sizes)
+        dim: int | None = None
+        if len(sizes) == 1:
+            size = sizes.pop()
+            input_dims = {s.shape[0] for s in nest.flatten(spec)}
+            input_dim = input_dims.pop() if len(input_dims) == 1 else None
+            if self.drop_remainder or (input_dim is not None and size and input_dim % size == 0):
+                dim = size
+        return nest.map_structure(lambda s: TensorSpec((dim, *s.shape[1:]), s.dtype), spec)
+
+    def cardinality(self) -> int:
+        n = self.inputs[0].cardinality()
+        return INFINITE if n == INFINITE else UNKNOWN
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        rows = _rows(self.inputs[0].iterate(peek))
+        position = 0
+        exhausted = False
+        while True:
+            size = self.batch_sizes[position % len(self.batch_sizes)]
+            position += 1
+            taken: list[Any] = []
+            while len(taken) < size:
+                row = next(rows, None)
+                if row is None:
+                    exhausted = True
+                    break
+                taken.append(row)
+            if exhausted and size > 0 and not taken:
+                return
+            if exhausted and len(taken) < size and self.drop_remainder:
+                return
+            yield _stack_rows(taken, self.inputs[0].element_spec())
+            if exhausted and size > 0:
+                return
+
+
+class LegacyRebatch(Node):
+    """TF's legacy RebatchDataset: each element split into ``num_replicas`` pieces of
+    ``ceil(batch / num_replicas)`` rows (the last ones shorter, possibly empty)."""
+
+    def __init__(self, node: Node, num_replicas: int) -> None:
+        self.inputs = (node,)
+        self.num_replicas = num_replicas
+        if any(not spec.shape for spec in nest.flatten(node.element_spec())):
+            raise ValueError(
+                "Invalid `input_dataset`. Expected a dataset whose elements have rank >= 1 but "
+                "found a dataset whose elements are scalars. Fix the issue by adding the `batch` "
+                "transformation to the dataset."
+            )
+
+    def element_spec(self) -> Any:
+        n = self.num_replicas
+
+        def one(spec: TensorSpec) -> TensorSpec:
+            dim = spec.shape[0]
+            new = dim // n if dim is not None and dim % n == 0 else None
+            return TensorSpec((new, *spec.shape[1:]), spec.dtype)
+
+        return nest.map_structure(one, self.inputs[0].element_spec())
+
+    def cardinality(self) -> int:
+        n = self.inputs[0].cardinality()
+        return INFINITE if n == INFINITE else UNKNOWN
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        for element in self.inputs[0].iterate(peek):
+            size = _structure.batch_dim(element)
+            piece = math.ceil(size / self.num_replicas)
+            for index in range(self.num_replicas):
+                start = min(index * piece, size)
+                yield _structure.slice_element(element, start, min(start + piece, size))
+
+
+class Shard(Node):
+    preserves_batch = True
+
+    def __init__(self, node: Node, num_shards: int, index: int) -> None:
+        self.inputs = (node,)
+        self.num_shards = num_shards
+        self.index = index
+
+    def cardinality(self) -> int:
+        n = self.inputs[0].cardinality()
+        if n < 0:
+            return n
+        return n // self.num_shards + (1 if self.index < n % self.num_shards else 0)
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        for position, element in enumerate(self.inputs[0].iterate(peek)):
+            if position % self.num_shards == self.index:
+                yield element
+
+
+class Repeat(Node):
+    preserves_batch = True
+
+    def __init__(self, node: Node, count: int) -> None:
+        self.inputs = (node,)
+        self.count = count
+
+    def cardinality(self) -> int:
+        n = self.inputs[0].cardinality()
+        if self.count < 0:
+            return 0 if n == 0 else INFINITE
+        if self.count == 0:
+            return 0
+        return n if n < 0 else n * self.count
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        epoch = 0
+        while self.count < 0 or epoch < self.count:
+            produced = False
+            for element in self.inputs[0].iterate(peek):
+                produced = True
+                yield element
+            if not produced:  # an empty input repeated forever is empty, as in TF
+                return
+            epoch += 1
+
+
+class Shuffle(Node):
+    preserves_batch = True
+
+    def __init__(self, node: Node, buffer_size: int, seed: int, reshuffle: bool) -> None:
+        self.inputs = (node,)
+        self.buffer_size = buffer_size  # UNKNOWN: the whole input
+        self.seed = seed
+        self.reshuffle = reshuffle
+        self.epochs = 0
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        epoch = self.epochs if self.reshuffle else 0
+        if self.reshuffle and not peek:
+            self.epochs += 1
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
+        buffer: list[Any] = []
+        for element in self.inputs[0].iterate(peek):
+            if self.buffer_size != UNKNOWN and len(buffer) == self.buffer_size:
+                index = int(rng.integers(len(buffer)))
+                yield buffer[index]
+                buffer[index] = element
+            else:
+                buffer.append(element)
+        while buffer:
+            index = int(rng.integers(len(buffer)))
+            buffer[index], buffer[-1] = buffer[-1], buffer[index]
+            yield buffer.pop()
+
+
+class Map(Node):
+    def __init__(self, node: Node, func: Callable[..., Any]) -> None:
+        self.inputs = (node,)
+        self.func = func
+        self._spec: Any = None
+
+    def call(self, element: Any) -> Any:
+        result = self.func(*element) if type(element) is tuple else self.func(element)
+        return _structure.normalize(result, lists_as_tuples=True)
+
+    def element_spec(self) -> Any:
+        if self._spec is None:
+            self._spec = _infer_spec(self)
+        return self._spec
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        for element in self.inputs[0].iterate(peek):
+            yield self.call(element)
+
+
+class Filter(Node):
+    preserves_batch = True
+
+    def __init__(self, node: Node, predicate: Callable[..., Any]) -> None:
+        self.inputs = (node,)
+        self.predicate = predicate
+
+    def cardinality(self) -> int:
+        return UNKNOWN
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        for element in self.inputs[0].iterate(peek):
+            keep = self.predicate(*element) if type(element) is tuple else self.predicate(element)
+            keep = _structure.normalize(keep, lists_as_tuples=True)
+            if not isinstance(keep, np.ndarray) or keep.dtype != np.bool_ or keep.ndim:
+                raise ValueError(
+                    "Invalid `predicate`. `predicate` must return a `tf.bool` scalar tensor, but "
+                    f"its return type is {_structure.spec_of(keep)}."
+                )
+            if keep:
+                yield element
+
+
+class Take(Node):
+    preserves_batch = True
+
+    def __init__(self, node: Node, count: int) -> None:
+        self.inputs = (node,)
+        self.count = count
+
+    def cardinality(self) -> int:
+        n = self.inputs[0].cardinality()
+        if n == UNKNOWN:
+            return UNKNOWN
+        if n == INFINITE:
+            return self.count
+        return n if self.count < 0 else min(n, self.count)
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        if self.count == 0:
+            return
+        for taken, element in enumerate(self.inputs[0].iterate(peek), start=1):
+            yield element
+            if taken == self.count:
+                return
+
+
+class Skip(Node):
+    preserves_batch = True
+
+    def __init__(self, node: Node, count: int) -> None:
+        self.inputs = (node,)
+        self.count = count
+
+    def cardinality(self) -> int:
+        n = self.inputs[0].cardinality()
+        if n < 0:
+            return n
+        return 0 if self.count < 0 else max(0, n - self.count)
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        for position, element in enumerate(self.inputs[0].iterate(peek)):
+            if self.count >= 0 and position >= self.count:
+                yield element
+
+
+class Prefetch(Node):
+    preserves_batch = True
+
+    def __init__(self, node: Node, buffer_size: int) -> None:
+        self.inputs = (node,)
+        self.buffer_size = buffer_size
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        return self.inputs[0].iterate(peek)
+
+
+class Cache(Node):
+    """In-memory cache: the first complete pass is recorded and replayed afterwards."""
+
+    preserves_batch = True
+
+    def __init__(self, node: Node) -> None:
+        self.inputs = (node,)
+        self.elements: list[Any] | None = None
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        if self.elements is not None:
+            for element in self.elements:
+                yield nest.map_structure(np.copy, element)
+            return
+        recorded = []
+        for element in self.inputs[0].iterate(peek):
+            recorded.append(nest.map_structure(np.copy, element))
+            yield element
+        if not peek:
+            self.elements = recorded
+
+
+class Fail(Node):
+    """Raises ``error`` when iterated (TF reports auto-shard failures on the first ``next``)."""
+
+    def __init__(self, node: Node, error: Exception) -> None:
+        self.inputs = (node,)
+        self.error = error
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        raise self.error
+        yield  # pragma: no cover
+
+
+def _rows(elements: Iterator[Any]) -> Iterator[Any]:
+    for element in elements:
+        for index in range(_structure.batch_dim(element)):
+            yield _structure.row(element, index)
+
+
+def _stack_rows(rows: list[Any], spec: Any) -> Any:
+    if rows:
+        return _structure.stack(rows)
+    return nest.map_structure(lambda s: np.zeros((0, *s.shape[1:]), s.dtype), spec)
+
+
+def _probe(spec: Any, unknown: int) -> Any:
+    return nest.map_structure(
+        lambda s: np.zeros([unknown if d is None else d for d in s.shape], s.dtype), spec
+    )
+
+
+def _infer_spec(node: Map) -> Any:
+    """A map's output spec: the function run on zero-filled inputs (twice, with different sizes
+    for unknown dims, which then stay unknown); on a probe failure, on the first real element."""
+    in_spec = node.inputs[0].element_spec()
+    has_unknown = any(None in s.shape for s in nest.flatten(in_spec))
+    try:
+        with np.errstate(all="ignore"):
+            spec = _structure.spec_of(node.call(_probe(in_spec, 2)))
+            if has_unknown:
+                spec = _structure.relax(spec, _structure.spec_of(node.call(_probe(in_spec, 3))))
+        return spec
+    except Exception:  # the function cannot take zeros: use the first real element
+        for element in node.iterate(peek=True):
+            spec = _structure.spec_of(element)
+            if has_unknown:
+                spec = nest.map_structure(
+                    lambda s: TensorSpec([None] * len(s.shape), s.dtype), spec
+                )
+            return spec
+        raise

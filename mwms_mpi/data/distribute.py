@@ -1,0 +1,196 @@
+"""How TF 2.21 auto-shards and rebatches a dataset per worker (experimental_distribute_dataset).
+
+Mirrors ``tensorflow/python/data/experimental/ops/distribute.py`` and ``input_lib``'s
+``_create_cloned_datasets_from_dataset``; docs/input_semantics.md has the verified behaviour.
+"""
+
+from __future__ import annotations
+
+from mwms_mpi import errors, nest
+from mwms_mpi.data import _pipeline
+from mwms_mpi.data.dataset import Dataset
+from mwms_mpi.data.options import AutoShardPolicy
+
+__all__ = [
+    "auto_shard_dataset",
+    "batch_sizes_for_worker",
+    "compute_batch_size",
+    "dataset_for_worker",
+    "last_batch",
+    "legacy_rebatch",
+]
+
+
+def compute_batch_size(dataset: Dataset) -> int:
+    """Returns the batch size of the dataset sans partial batches, or -1, as TF does.
+
+    From the element spec if every component's leading dim is known (-1 if they differ);
+    otherwise from the nearest ``batch`` upstream, walking only through transformations that
+    keep the batch size (filter, repeat, take, skip, shuffle, prefetch, cache, shard); -1 if
+    anything else (``map``, ``unbatch``, ``rebatch``) comes first.
+
+    Raises:
+      IndexError: an element component is a scalar (TF fails so on unbatched datasets).
+    """
+    specs = nest.flatten(dataset.element_spec)
+    if any(not spec.shape for spec in specs):
+        raise IndexError(
+            "list index out of range (tf.distribute needs a batched dataset: its elements are "
+            "scalars; call `batch` on it)"
+        )
+    dims = [spec.shape[0] for spec in specs]
+    if all(dim is not None for dim in dims):
+        return dims[0] if all(dim == dims[0] for dim in dims) else -1
+    found = last_batch(dataset)
+    return -1 if found is None else found[0]
+
+
+def last_batch(dataset: Dataset) -> tuple[int, bool] | None:
+    """``(batch_size, drop_remainder)`` of the nearest ``batch`` upstream, or None.
+
+    Walks through the transformations that keep the batch size (as ``compute_batch_size``);
+    None if there is no such ``batch``.
+    """
+    node: _pipeline.Node = dataset._node
+    while True:
+        if isinstance(node, _pipeline.Batch):
+            return node.batch_size, node.drop_remainder
+        if not node.preserves_batch or not node.inputs:
+            return None
+        node = node.inputs[0]
+
+
+def batch_sizes_for_worker(
+    global_batch_size: int, num_workers: int, num_replicas_per_worker: int, worker_index: int
+) -> list[int]:
+    """Determines how to rebatch a dataset for the given worker (TF's rule).
+
+    Of the ``W * R`` sub-batches a global batch ``B`` is split into, ``B mod (W * R)`` have
+    size ``ceil(B / (W * R))`` and the rest ``floor``; worker ``i``'s list is worker 0's rotated
+    left by ``i * R``, so that every global step consumes exactly ``B`` elements.
+
+    Args:
+      global_batch_size: the global batch size.
+      num_workers: the number of workers the dataset will be distributed across.
+      num_replicas_per_worker: the number of replicas per worker.
+      worker_index: the index of the worker to be rebatched.
+
+    Returns:
+      The batch sizes to rebatch the dataset into, one per sub-batch.
+    """
+    num_subbatches = num_workers * num_replicas_per_worker
+    offset = worker_index * num_replicas_per_worker
+    floor = global_batch_size // num_subbatches
+    num_ceil = global_batch_size - num_subbatches * floor
+    worker_0 = [floor + 1] * num_ceil + [floor] * (num_subbatches - num_ceil)
+    return worker_0[offset:] + worker_0[:offset]
+
+
+def legacy_rebatch(dataset: Dataset, num_replicas: int) -> Dataset:
+    """Splits every element into ``num_replicas`` pieces of ``ceil(batch / num_replicas)`` rows.
+
+    TF's legacy ``RebatchDataset``: the last pieces may be shorter or empty (a batch of 5 over
+    4 replicas gives 2, 2, 1, 0 rows).
+
+    Raises:
+      ValueError: an element component is a scalar.
+    """
+    return dataset._then(_pipeline.LegacyRebatch(dataset._node, num_replicas))
+
+
+def _rewrite_rebatches(node: _pipeline.Node, num_replicas: int) -> _pipeline.Node:
+    """The pipeline with every ``rebatch`` replaced by a legacy rebatch over ``num_replicas``."""
+    if not node.inputs:
+        return node
+    upstream = _rewrite_rebatches(node.inputs[0], num_replicas)
+    if isinstance(node, _pipeline.Rebatch):
+        return _pipeline.LegacyRebatch(upstream, num_replicas)
+    return node if upstream is node.inputs[0] else node.with_input(upstream)
+
+
+def auto_shard_dataset(
+    dataset: Dataset, num_shards: int, index: int, num_replicas_in_sync: int | None = None
+) -> Dataset:
+    """Shards the pipeline per its ``auto_shard_policy``, as TF's ``AutoShardDataset``.
+
+    * ``OFF``: the dataset unchanged.
+    * ``AUTO`` and ``DATA`` (mwms_mpi datasets read no files, so AUTO falls back to DATA):
+      every ``rebatch`` in the pipeline becomes a legacy rebatch over ``num_replicas_in_sync``
+      and ``shard(num_shards, index)`` is added at the end (before a final ``prefetch``).
+    * ``FILE``: iterating fails with ``NotFoundError`` (no file-reading source).
+    * ``HINT``: unchanged (there are no ``SHARD_HINT`` placeholders).
+
+    Args:
+      dataset: the dataset to shard.
+      num_shards: the number of shards operating in parallel (workers).
+      index: the worker index.
+      num_replicas_in_sync: the total number of replicas across all workers.
+
+    Returns:
+      The sharded dataset.
+    """
+    policy = dataset.options().experimental_distribute.auto_shard_policy
+    if policy in (AutoShardPolicy.OFF, AutoShardPolicy.HINT):
+        return dataset
+    node = dataset._node
+    if policy == AutoShardPolicy.FILE:
+        source = node
+        while source.inputs:
+            source = source.inputs[0]
+        error = errors.NotFoundError(
+            None,
+            "AutoShardDataset",
+            f"Found an unshardable source dataset: {type(source).__name__}Dataset",
+        )
+        return dataset._then(_pipeline.Fail(node, error))
+    replicas = 1 if num_replicas_in_sync is None else num_replicas_in_sync
+    node = _rewrite_rebatches(node, replicas)
+    if isinstance(node, _pipeline.Prefetch):
+        sharded: _pipeline.Node = node.with_input(
+            _pipeline.Shard(node.inputs[0], num_shards, index)
+        )
+    else:
+        sharded = _pipeline.Shard(node, num_shards, index)
+    return dataset._then(sharded)
+
+
+def dataset_for_worker(
+    dataset: Dataset, num_workers: int, worker_index: int, num_replicas_in_sync: int
+) -> Dataset:
+    """The stream of per-replica batches that ``worker_index`` reads, as TF 2.21 builds it.
+
+    TF's ``experimental_distribute_dataset`` for a multi-worker strategy: if
+    ``num_replicas_in_sync > 1`` the dataset is first rebatched, with ``rebatch`` over
+    ``batch_sizes_for_worker`` when the batch size is known, else with a legacy rebatch into
+    ``num_replicas_in_sync`` pieces; then ``auto_shard_dataset`` (which turns that rebatch into
+    a legacy one under AUTO/DATA). The worker's ``R`` local replicas take ``R`` consecutive
+    elements of the result per step.
+
+    Args:
+      dataset: the (globally batched) dataset.
+      num_workers: the number of workers (input pipelines).
+      worker_index: this worker's index.
+      num_replicas_in_sync: the number of replicas across all workers.
+
+    Returns:
+      This worker's dataset.
+
+    Raises:
+      ValueError: ``num_replicas_in_sync`` is not a multiple of ``num_workers``.
+      IndexError: the dataset is not batched and ``num_replicas_in_sync > 1``.
+    """
+    if num_replicas_in_sync > 1:
+        if num_replicas_in_sync % num_workers:
+            raise ValueError(
+                "tf.distribute expects every worker to have the same number of replicas. "
+                f"However, encountered `num_replicas_in_sync` ({num_replicas_in_sync}) that "
+                f"cannot be divided by `num_workers` ({num_workers})"
+            )
+        per_worker = num_replicas_in_sync // num_workers
+        batch_size = compute_batch_size(dataset)
+        if batch_size != -1:
+            sizes = batch_sizes_for_worker(batch_size, num_workers, per_worker, worker_index)
+            dataset = dataset.rebatch(sizes).prefetch(per_worker)
+        else:
+            dataset = legacy_rebatch(dataset, num_replicas_in_sync).prefetch(per_worker)
+    return auto_shard_dataset(dataset, num_workers, worker_index, num_replicas_in_sync)
