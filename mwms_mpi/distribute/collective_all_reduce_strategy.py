@@ -1,0 +1,261 @@
+"""MultiWorkerMirroredStrategy: TF's CollectiveAllReduceStrategy with MPI ranks as workers.
+
+One MPI rank is one TF task. The cluster comes from the resolver (``TFConfigClusterResolver``
+when ``TF_CONFIG`` is set, else ``MPIClusterResolver``); its ``id_in_cluster`` must be the MPI
+rank. Each worker runs k local replicas (``num_accelerators()``'s "GPU" count, else our "CPU"
+extension, else 1); replica ``id_in_cluster * k + local_id`` of ``k * num_workers``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from mwms_mpi._mpi import mpi
+from mwms_mpi.cluster import (
+    ClusterResolver,
+    MPIClusterResolver,
+    TFConfigClusterResolver,
+    check_mpi_world,
+    multi_worker_util,
+)
+from mwms_mpi.collective import Communicator
+from mwms_mpi.distribute.cross_device_ops import (
+    CollectiveAllReduce,
+    CrossDeviceOps,
+    reduce_non_distributed_value,
+)
+from mwms_mpi.distribute.distribute_lib import Strategy
+from mwms_mpi.distribute.mirrored_strategy import MirroredExtended, canonicalize_device
+from mwms_mpi.types import CommunicationImplementation, CommunicationOptions, ReduceOp
+from mwms_mpi.values import DistributedValues, Mirrored
+
+
+def _default_resolver() -> ClusterResolver:
+    if os.environ.get("TF_CONFIG"):
+        return TFConfigClusterResolver()
+    return MPIClusterResolver()
+
+
+def _local_device_count(resolver: ClusterResolver) -> tuple[str, int]:
+    accelerators = resolver.num_accelerators()
+    gpus = int(accelerators.get("GPU", 0) or 0)
+    if gpus > 0:
+        return "GPU", gpus
+    cpus = int(accelerators.get("CPU", 0) or 0)
+    return "CPU", max(cpus, 1)
+
+
+class CollectiveAllReduceExtended(MirroredExtended):
+    """Implementation of MultiWorkerMirroredStrategy over the collective layer.
+
+    Args:
+      container_strategy: the ``Strategy`` this object extends.
+      cluster_resolver: a ``ClusterResolver``, or ``None`` for the default.
+      communication_options: a ``CommunicationOptions``.
+      devices: local devices, for a single-worker strategy only.
+
+    Raises:
+      ValueError: for bad arguments (TF's messages) or a resolver whose task is not this rank.
+    """
+
+    def __init__(
+        self,
+        container_strategy: Strategy,
+        cluster_resolver: ClusterResolver | None,
+        communication_options: CommunicationOptions,
+        devices: Sequence[str] | None = None,
+    ) -> None:
+        if not isinstance(communication_options, CommunicationOptions):
+            raise ValueError(
+                "communication_options must be an instance of "
+                "tf.distribute.experimental.CommunicationOptions"
+            )
+        if cluster_resolver and devices:
+            raise ValueError("cluster_resolver and devices cannot be set at the same time")
+        check_mpi_world()
+        resolver = cluster_resolver or _default_resolver()
+        if not isinstance(resolver, ClusterResolver):
+            raise ValueError(
+                "cluster_resolver must be an instance of "
+                "tf.distribute.cluster_resolver.ClusterResolver"
+            )
+        self._cluster_resolver = resolver
+        self._communication_options = communication_options
+        self._container_strategy_ref = container_strategy
+        comm_world = mpi().COMM_WORLD
+        rank, size = int(comm_world.Get_rank()), int(comm_world.Get_size())
+        cluster_spec = multi_worker_util.normalize_cluster_spec(resolver.cluster_spec())
+        if cluster_spec.as_dict():
+            self._initialize_multi_worker(resolver, cluster_spec)
+        else:
+            self._cluster_spec: Any = None
+            self._task_type: str | None = None
+            self._task_id: int | None = None
+            self._id_in_cluster = 0
+            self._num_workers = 1
+            self._is_chief = True
+        if self._id_in_cluster != rank or self._num_workers != size:
+            raise ValueError(
+                f"The cluster resolver places this process at id_in_cluster "
+                f"{self._id_in_cluster} of {self._num_workers} workers, but it is MPI rank "
+                f"{rank} of {size}: the resolver's task must be the MPI rank (one rank per task)."
+            )
+        if devices:
+            local = tuple(canonicalize_device(d) for d in devices)
+        else:
+            kind, k = _local_device_count(resolver)
+            job = self._task_type or "localhost"
+            task = self._task_id or 0
+            local = tuple(canonicalize_device(f"{kind}:{i}", job, task) for i in range(k))
+        super().__init__(container_strategy, devices=local, cross_device_ops=None)
+        self._communicator = (
+            Communicator(options=communication_options, name="mwms-strategy")
+            if self._num_workers > 1
+            else None
+        )
+        self._cross_device_ops = CollectiveAllReduce(
+            local, len(local) * self._num_workers, communication_options, self._communicator
+        )
+        host = (canonicalize_device("CPU:0", self._task_type or "localhost", self._task_id or 0),)
+        self._host_cross_device_ops = CollectiveAllReduce(
+            host, self._num_workers, communication_options, self._communicator
+        )
+        self._set_devices(local)
+
+    def _initialize_multi_worker(self, resolver: ClusterResolver, cluster_spec: Any) -> None:
+        task_type, task_id = resolver.task_type, resolver.task_id
+        if task_type is None or task_id is None:
+            raise ValueError(
+                "When `cluster_spec` is given, you must also specify `task_type` and `task_id`."
+            )
+        self._cluster_spec = cluster_spec
+        self._task_type = task_type
+        self._task_id = task_id
+        self._id_in_cluster = multi_worker_util.id_in_cluster(cluster_spec, task_type, task_id)
+        self._num_workers = multi_worker_util.worker_count(cluster_spec, task_type)
+        if not self._num_workers:
+            raise ValueError(
+                "No `worker`, `chief` or `evaluator` tasks can be found in `cluster_spec`."
+            )
+        self._is_chief = multi_worker_util.is_chief(cluster_spec, task_type, task_id)
+
+    @property
+    def communicator(self) -> Communicator | None:
+        """The communicator across workers (``None`` for a single worker)."""
+        return self._communicator
+
+    def _get_cross_device_ops(self, value: Any) -> CrossDeviceOps:
+        num = len(value.values) if isinstance(value, DistributedValues) else 1
+        if num == len(self._devices):
+            return self._cross_device_ops
+        return self._host_cross_device_ops
+
+    def _batch_reduce_to(
+        self, reduce_op: ReduceOp, pairs: Sequence[tuple[Any, Any]], options: Any
+    ) -> list[Any]:
+        k = len(self._devices)
+        host = all_devices = False
+        for value, _ in pairs:
+            if (len(value._values) if isinstance(value, DistributedValues) else 1) == k:
+                all_devices = True
+            else:
+                host = True
+        if host and all_devices:
+            raise ValueError(
+                "Inputs to batch_reduce_to must be either all on the host or all on the "
+                "compute devices."
+            )
+        ops = self._host_cross_device_ops if host else self._cross_device_ops
+        return ops.batch_reduce(reduce_op, pairs, options=options)
+
+    def _gather_to_implementation(
+        self, value: Any, destinations: Any, axis: int, options: Any
+    ) -> Any:
+        return self._get_cross_device_ops(value)._gather(
+            value, destinations=destinations, axis=axis, options=options
+        )
+
+    def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
+        if isinstance(value, Mirrored) and reduce_op == ReduceOp.MEAN:
+            return value
+        if isinstance(value, Mirrored):
+            raise ValueError("reduce_to(SUM) of a Mirrored value is not supported (TF asserts).")
+        if isinstance(value, DistributedValues) and len(self._devices) == 1:
+            value = value.values[0]
+        if not isinstance(value, DistributedValues) and self._num_workers == 1:
+            return reduce_non_distributed_value(reduce_op, value, destinations, len(self._devices))
+        return self._get_cross_device_ops(value).reduce(
+            reduce_op, value, destinations=destinations, options=options
+        )
+
+    @property
+    def experimental_between_graph(self) -> bool:
+        """True: each worker runs its own program."""
+        return True
+
+    @property
+    def should_checkpoint(self) -> bool:
+        """Whether this worker is the chief (only the chief writes checkpoints)."""
+        return self._is_chief
+
+    @property
+    def should_save_summary(self) -> bool:
+        """Whether this worker is the chief."""
+        return self._is_chief
+
+    def _get_local_replica_id(self, replica_id_in_sync_group: int) -> int:
+        return replica_id_in_sync_group - self._id_in_cluster * len(self._devices)
+
+    def _get_replica_id_in_sync_group(self, replica_id: int) -> int:
+        return self._id_in_cluster * len(self._devices) + replica_id
+
+
+class MultiWorkerMirroredStrategy(Strategy):
+    """A distribution strategy for synchronous training on multiple workers (MPI ranks).
+
+    Args:
+      cluster_resolver: optional ``ClusterResolver``; ``TFConfigClusterResolver`` when
+        ``TF_CONFIG`` is set, else ``MPIClusterResolver``.
+      communication_options: optional ``CommunicationOptions``.
+    """
+
+    def __init__(
+        self,
+        cluster_resolver: ClusterResolver | None = None,
+        communication_options: CommunicationOptions | None = None,
+    ) -> None:
+        if communication_options is None:
+            communication_options = CommunicationOptions()
+        super().__init__(CollectiveAllReduceExtended(self, cluster_resolver, communication_options))
+
+
+CollectiveAllReduceStrategy = MultiWorkerMirroredStrategy
+
+
+class _ExperimentalMeta(type):
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, MultiWorkerMirroredStrategy)
+
+
+class _CollectiveAllReduceStrategyExperimental(
+    MultiWorkerMirroredStrategy, metaclass=_ExperimentalMeta
+):
+    """The deprecated ``tf.distribute.experimental.MultiWorkerMirroredStrategy``.
+
+    Args:
+      communication: a ``CommunicationImplementation`` hint (AUTO, RING or NCCL).
+      cluster_resolver: optional ``ClusterResolver``.
+    """
+
+    def __init__(
+        self,
+        communication: CommunicationImplementation | str = CommunicationImplementation.AUTO,
+        cluster_resolver: ClusterResolver | None = None,
+    ) -> None:
+        super().__init__(cluster_resolver, CommunicationOptions(implementation=communication))
+
+
+_CollectiveAllReduceStrategyExperimental.__name__ = MultiWorkerMirroredStrategy.__name__
+_CollectiveAllReduceStrategyExperimental.__qualname__ = MultiWorkerMirroredStrategy.__qualname__

@@ -1,0 +1,65 @@
+"""The module functions that say which strategy and context this thread is in (TF's names)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mwms_mpi import _context
+from mwms_mpi.distribute.distribute_lib import ReplicaContext, Strategy
+
+
+def get_replica_context() -> ReplicaContext | None:
+    """Returns the current ``tf.distribute.ReplicaContext`` or ``None``.
+
+    ``None`` in cross-replica context (inside ``strategy.scope()`` but outside ``run``, or in a
+    ``merge_call`` function); the default replica context outside any strategy.
+    """
+    return _context.current().replica_context
+
+
+def get_cross_replica_context() -> Strategy | None:
+    """Returns the current strategy if in a cross-replica context, else ``None``.
+
+    Outside any strategy it returns the default strategy, as TF does.
+    """
+    entry = _context.current()
+    if entry is _context.get_default():
+        return entry.strategy
+    return entry.cross_replica_context
+
+
+def in_cross_replica_context() -> bool:
+    """Returns ``True`` if in a cross-replica context (``scope()`` or a ``merge_call`` fn)."""
+    return _context.current().cross_replica_context is not None
+
+
+def get_strategy() -> Strategy:
+    """Returns the current ``tf.distribute.Strategy`` object (the default one if none)."""
+    return _context.current().strategy
+
+
+def has_strategy() -> bool:
+    """Return if there is a current non-default ``tf.distribute.Strategy``."""
+    return _context.current().strategy is not _context.get_default().strategy
+
+
+_global_tokens: list[Any] = []
+
+
+def experimental_set_strategy(strategy: Strategy | None) -> None:
+    """Set a ``tf.distribute.Strategy`` as current without ``with strategy.scope()``.
+
+    ``None`` removes the strategy set this way.
+
+    Raises:
+      RuntimeError: if called inside a ``with strategy.scope():`` block.
+    """
+    old_scope = _global_tokens.pop() if _global_tokens else None
+    if old_scope is not None:
+        old_scope.__exit__(None, None, None)
+    if has_strategy():
+        raise RuntimeError("Must not be called inside a `tf.distribute.Strategy` scope.")
+    if strategy is not None:
+        new_scope = strategy.scope()
+        new_scope.__enter__()
+        _global_tokens.append(new_scope)

@@ -1,0 +1,418 @@
+"""Strategy, StrategyExtended and ReplicaContext, and the default (no-op) strategy, as in TF.
+
+The per-thread context (which strategy, cross-replica or replica context) lives in
+``mwms_mpi._context``; this module defines what each context means and registers the default.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import _context, nest
+from mwms_mpi.distribute.cross_device_ops import as_array
+from mwms_mpi.distribute.input_context import ValueContext
+from mwms_mpi.distribute.strategy_extended import (
+    _CPU0,
+    StrategyExtended,
+    UpdateContext,
+    require_cross_replica_or_default_context_extended,
+    require_replica_context,
+)
+from mwms_mpi.types import CommunicationOptions, ReduceOp, as_reduce_op
+from mwms_mpi.values import IndexedSlices, regroup, select_replica
+
+
+class _CurrentDistributionContext:
+    """``strategy.scope()``: enters cross-replica context; re-entering the same scope is allowed."""
+
+    def __init__(self, strategy: Strategy) -> None:
+        self._entry = _context.ContextEntry(strategy, strategy, None)
+        self._tokens: list[_context.Token | None] = []
+
+    def __enter__(self) -> Strategy:
+        entry = _context.current()
+        if entry.strategy is not _context.get_default().strategy:
+            require_cross_replica_or_default_context_extended(self._entry.strategy._extended)
+            self._tokens.append(None)
+        else:
+            self._tokens.append(_context.push(self._entry))
+        return self._entry.strategy
+
+    def __exit__(self, *exc: object) -> None:
+        token = self._tokens.pop()
+        if token is not None:
+            _context.reset(token)
+
+
+class RunOptions(
+    collections.namedtuple(
+        "RunOptions",
+        [
+            "experimental_enable_dynamic_batch_size",
+            "experimental_bucketizing_dynamic_shape",
+            "experimental_xla_options",
+        ],
+    )
+):
+    """Run options for ``strategy.run`` (TPU/XLA knobs: accepted and ignored here)."""
+
+    def __new__(
+        cls,
+        experimental_enable_dynamic_batch_size: bool = True,
+        experimental_bucketizing_dynamic_shape: bool = False,
+        experimental_xla_options: Any = None,
+    ) -> RunOptions:
+        return super().__new__(
+            cls,
+            experimental_enable_dynamic_batch_size,
+            experimental_bucketizing_dynamic_shape,
+            experimental_xla_options,
+        )
+
+
+# -- Strategy ---------------------------------------------------------------------------------
+
+
+class Strategy:
+    """A state & compute distribution policy on a list of devices (``tf.distribute.Strategy``).
+
+    Args:
+      extended: the ``StrategyExtended`` implementing it.
+    """
+
+    def __init__(self, extended: StrategyExtended) -> None:
+        self._extended = extended
+
+    @property
+    def extended(self) -> StrategyExtended:
+        """``tf.distribute.StrategyExtended`` with additional methods."""
+        return self._extended
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        """Returns number of replicas over which gradients are aggregated."""
+        return self._extended._num_replicas_in_sync
+
+    @property
+    def cluster_resolver(self) -> Any:
+        """Returns the cluster resolver associated with this strategy, or ``None``."""
+        return getattr(self._extended, "_cluster_resolver", None)
+
+    def scope(self) -> _CurrentDistributionContext:
+        """Context manager to make the strategy current and distribute variables."""
+        return _CurrentDistributionContext(self)
+
+    def run(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        options: Any = None,
+    ) -> Any:
+        """Invokes ``fn`` on each replica, with the given arguments.
+
+        ``PerReplica`` arguments are unwrapped per replica; results are regrouped (a plain
+        value for a single local replica, else ``PerReplica``/``Mirrored``).
+
+        Raises:
+          ValueError: if ``args`` is not a list or tuple.
+        """
+        del options
+        if not isinstance(args, list | tuple):
+            raise ValueError(f"positional args must be a list or tuple, got {type(args)}")
+        with self.scope():
+            return self._extended.call_for_each_replica(fn, args=args, kwargs=kwargs)
+
+    def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: Any) -> Any:
+        """Reduce ``value`` across replicas and return the result on current device.
+
+        Args:
+          reduce_op: a ``ReduceOp`` or its name ("SUM", "MEAN", any case).
+          value: a ``DistributedValues`` (e.g. returned by ``run``), or a plain value.
+          axis: the dimension to reduce along within each replica's value (typically the
+            batch dimension), or ``None`` to only reduce across replicas.
+
+        Returns:
+          A numpy array.
+
+        Raises:
+          ValueError: for an unknown ``reduce_op``.
+          TypeError: for a ``reduce_op`` other than SUM/MEAN with ``axis``, or a bad ``axis``.
+        """
+        require_cross_replica_or_default_context_extended(self._extended)
+        reduce_op = as_reduce_op(reduce_op)
+        if axis is None:
+            return self._extended._reduce(reduce_op, value)
+        if reduce_op == ReduceOp.SUM:
+            value = self.run(lambda v: _sum(as_array(v), axis), args=(value,))
+            return self._extended._reduce(reduce_op, value)
+        if not isinstance(axis, int | tuple | list):
+            raise TypeError(f"Expected `axis` to be an integer, tuple or list not: {axis!r}")
+
+        def mean_reduce_helper(v: Any) -> tuple[Any, Any]:
+            v = as_array(v)
+            numer = _sum(v, tuple(axis) if isinstance(axis, list) else axis)
+            axes = [axis] if isinstance(axis, int) else list(axis)
+            denom = 1
+            for a in axes:
+                if not -v.ndim <= a < v.ndim:
+                    raise ValueError(f"`axis` = {a!r} out of range for `value` with rank {v.ndim}")
+                denom *= v.shape[a]
+            return np.asarray(numer), np.array(denom, dtype=np.int64)
+
+        numer, denom = self.run(mean_reduce_helper, args=(value,))
+        numer = self._extended._reduce(ReduceOp.SUM, numer)
+        denom = self._extended._reduce(ReduceOp.SUM, denom)
+        numer = np.asarray(numer)
+        if numer.dtype.kind in "iub":
+            return _truediv_int(numer, np.asarray(denom))
+        return np.asarray(np.true_divide(numer, np.asarray(denom).astype(numer.dtype)))
+
+    def gather(self, value: Any, axis: int) -> Any:
+        """Gather ``value`` across replicas along ``axis`` to the current device.
+
+        Shapes may differ along ``axis``; ranks and dtypes must agree.
+
+        Raises:
+          NotImplementedError: for ``IndexedSlices``.
+        """
+        require_cross_replica_or_default_context_extended(
+            self._extended,
+            "tf.distribute.Strategy.gather method requires cross-replica context, use "
+            "get_replica_context().all_gather() instead",
+        )
+        if isinstance(value, IndexedSlices):
+            raise NotImplementedError("gather does not support IndexedSlices")
+        gathered = self._extended._gather_to(value, _CPU0, axis)
+        return self._extended._local_results(gathered)[0]
+
+    def experimental_local_results(self, value: Any) -> tuple[Any, ...]:
+        """Returns the list of all local per-replica values contained in ``value``."""
+        return self._extended._local_results(value)
+
+    def experimental_distribute_values_from_function(self, value_fn: Callable[[Any], Any]) -> Any:
+        """Generates ``tf.distribute.DistributedValues`` from ``value_fn``.
+
+        ``value_fn`` is called once per local replica with a ``ValueContext``.
+        """
+        return self._extended._experimental_distribute_values_from_function(value_fn)
+
+    def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
+        """Creates a ``DistributedDataset`` from a dataset (the input layer implements it)."""
+        return self._extended._experimental_distribute_dataset(dataset, options)
+
+    def distribute_datasets_from_function(
+        self, dataset_fn: Callable[[Any], Any], options: Any = None
+    ) -> Any:
+        """Distributes datasets made by ``dataset_fn(InputContext)`` (the input layer's job)."""
+        return self._extended._distribute_datasets_from_function(dataset_fn, options)
+
+    def colocate_vars_with(self, colocate_with_variable: Any) -> Any:
+        """Controls which devices variables will be created on (a no-op context here)."""
+        return self._extended.colocate_vars_with(colocate_with_variable)
+
+    def group(self, value: Any, name: str | None = None) -> Any:
+        """Graph-mode grouping; eager: returns ``value``."""
+        del name
+        return value
+
+
+def _sum(v: Any, axis: Any) -> np.ndarray:
+    """``reduce_sum`` keeping the input's dtype, as TF does (numpy widens small ints)."""
+    return np.asarray(np.sum(v, axis=axis, dtype=v.dtype))
+
+
+def _truediv_int(numer: np.ndarray, denom: np.ndarray) -> np.ndarray:
+    target = np.float32 if numer.dtype.itemsize <= 2 else np.float64
+    return np.asarray(np.true_divide(numer, denom, dtype=target))
+
+
+# -- ReplicaContext ---------------------------------------------------------------------------
+
+
+class ReplicaContext:
+    """A class with a collection of APIs that can be called in a replica context.
+
+    Args:
+      strategy: the ``Strategy`` this context belongs to.
+      replica_id_in_sync_group: the global id of the replica.
+    """
+
+    def __init__(self, strategy: Strategy, replica_id_in_sync_group: int) -> None:
+        self._strategy = strategy
+        self._replica_id = int(replica_id_in_sync_group)
+        self._entry = _context.ContextEntry(strategy, None, self)
+        self._merge_entry = _context.ContextEntry(strategy, strategy, None)
+
+    def __enter__(self) -> ReplicaContext:
+        self._tokens = getattr(self, "_tokens", [])
+        self._tokens.append(_context.push(self._entry))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _context.reset(self._tokens.pop())
+
+    @property
+    def strategy(self) -> Strategy:
+        """The current ``tf.distribute.Strategy`` object."""
+        return self._strategy
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        """Returns number of replicas that are kept in sync."""
+        return self._strategy.num_replicas_in_sync
+
+    @property
+    def replica_id_in_sync_group(self) -> np.int32:
+        """Returns the id of the replica, in ``[0, num_replicas_in_sync)`` (an int32 scalar)."""
+        return np.int32(self._replica_id)
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """Returns the devices this replica is to be executed on, as a tuple of strings."""
+        devices = self._strategy.extended.worker_devices
+        local = self._replica_id % len(devices)
+        return (devices[local],)
+
+    def merge_call(
+        self,
+        merge_fn: Callable[..., Any],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        """Merge args across replicas and run ``merge_fn`` in a cross-replica context.
+
+        ``merge_fn(strategy, *args, **kwargs)`` runs once per worker with ``PerReplica`` values
+        regrouped from every local replica's arguments; each replica gets its part of the
+        result back.
+        """
+        require_replica_context(self)
+        return self._merge_call(merge_fn, tuple(args), kwargs or {})
+
+    def _merge_call(self, merge_fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        with _context.scope(self._merge_entry):
+            return select_replica(0, merge_fn(self._strategy, *args, **kwargs))
+
+    def all_reduce(
+        self,
+        reduce_op: ReduceOp | str,
+        value: Any,
+        options: CommunicationOptions | None = None,
+    ) -> Any:
+        """All-reduces ``value`` (a nest of arrays or ``IndexedSlices``) across replicas.
+
+        Returns:
+          A nest of the same structure holding the reduced values (numpy arrays).
+        """
+        reduce_op = as_reduce_op(reduce_op)
+        flat = [v if type(v) is IndexedSlices else as_array(v) for v in nest.flatten(value)]
+
+        def batch_all_reduce(strategy: Strategy, *value_flat: Any) -> list[Any]:
+            return strategy.extended.batch_reduce_to(
+                reduce_op, [(v, v) for v in value_flat], options
+            )
+
+        return nest.pack_sequence_as(value, self.merge_call(batch_all_reduce, args=flat))
+
+    def all_gather(self, value: Any, axis: int, options: CommunicationOptions | None = None) -> Any:
+        """All-gathers ``value`` (a nest of arrays) across replicas along ``axis``.
+
+        Raises:
+          NotImplementedError: for ``IndexedSlices``.
+        """
+        flat = nest.flatten(value)
+        if any(isinstance(v, IndexedSlices) for v in flat):
+            raise NotImplementedError("all_gather does not support IndexedSlices")
+        flat = [as_array(v) for v in flat]
+
+        def batch_all_gather(strategy: Strategy, *value_flat: Any) -> list[Any]:
+            ext = strategy.extended
+            return [ext._gather_to(v, v, axis, options) for v in value_flat]
+
+        return nest.pack_sequence_as(value, self.merge_call(batch_all_gather, args=flat))
+
+
+# -- the default strategy ---------------------------------------------------------------------
+
+
+class _DefaultDistributionExtended(StrategyExtended):
+    """Implementation of the default strategy: one replica, nothing distributed."""
+
+    def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
+        return value
+
+    def _gather_to_implementation(
+        self, value: Any, destinations: Any, axis: int, options: Any
+    ) -> Any:
+        return value
+
+    def _call_for_each_replica(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        with ReplicaContext(self._container_strategy(), replica_id_in_sync_group=0):
+            return fn(*args, **kwargs)
+
+    def _update(self, var: Any, fn: Callable[..., Any], args: Any, kwargs: Any, group: bool) -> Any:
+        with UpdateContext(0):
+            return self._update_non_slot(var, fn, (var, *args), kwargs, group)
+
+    def _local_results(self, value: Any) -> tuple[Any, ...]:
+        return (value,)
+
+    def _experimental_distribute_values_from_function(self, value_fn: Callable[[Any], Any]) -> Any:
+        return value_fn(_value_context(0, 1))
+
+    @property
+    def worker_devices(self) -> tuple[str, ...]:
+        raise RuntimeError("worker_devices() method unsupported by default tf.distribute.Strategy.")
+
+    @property
+    def parameter_devices(self) -> tuple[str, ...]:
+        raise RuntimeError(
+            "parameter_devices() method unsupported by default tf.distribute.Strategy."
+        )
+
+    def non_slot_devices(self, var_list: Any) -> Any:
+        return min(var_list, key=lambda x: getattr(x, "name", ""))
+
+    @property
+    def should_checkpoint(self) -> bool:
+        return True
+
+    @property
+    def should_save_summary(self) -> bool:
+        return True
+
+    @property
+    def experimental_between_graph(self) -> bool:
+        return False
+
+    @property
+    def experimental_should_init(self) -> bool:
+        return True
+
+
+class _DefaultDistributionStrategy(Strategy):
+    """Default ``tf.distribute.Strategy`` if none is explicitly selected."""
+
+    def __init__(self) -> None:
+        super().__init__(_DefaultDistributionExtended(self))
+
+
+def _value_context(replica_id: int, num_replicas: int) -> ValueContext:
+    return ValueContext(replica_id, num_replicas)
+
+
+def _make_default_entry() -> _context.ContextEntry:
+    strategy = _DefaultDistributionStrategy()
+    return _context.ContextEntry(strategy, None, ReplicaContext(strategy, 0))
+
+
+_context.set_default_factory(_make_default_entry)
+
+
+def regroup_results(values: Sequence[Any]) -> Any:
+    """Regroups the per-replica results of ``fn`` (TF's ``regroup`` with ``PerReplica``)."""
+    return regroup(tuple(values))

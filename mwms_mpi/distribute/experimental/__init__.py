@@ -1,0 +1,17 @@
+"""The tf.distribute.experimental mirror: the deprecated MWMS alias and communication options."""
+
+from mwms_mpi.distribute.collective_all_reduce_strategy import (
+    _CollectiveAllReduceStrategyExperimental as MultiWorkerMirroredStrategy,
+)
+from mwms_mpi.types import (
+    CollectiveCommunication,
+    CommunicationImplementation,
+    CommunicationOptions,
+)
+
+__all__ = [
+    "CollectiveCommunication",
+    "CommunicationImplementation",
+    "CommunicationOptions",
+    "MultiWorkerMirroredStrategy",
+]

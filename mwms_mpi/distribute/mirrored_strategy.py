@@ -1,0 +1,249 @@
+"""MirroredStrategy: synchronous training on several replicas of one worker (TF's MirroredExtended).
+
+``MirroredExtended`` holds what one worker's k replicas share: running ``fn`` per replica,
+``update``, ``experimental_local_results``, value regrouping. ``CollectiveAllReduceExtended``
+(MultiWorkerMirroredStrategy) derives from it and adds the workers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mwms_mpi import nest
+from mwms_mpi.distribute.cross_device_ops import (
+    CrossDeviceOps,
+    ReductionToOneDevice,
+    reduce_non_distributed_value,
+)
+from mwms_mpi.distribute.distribute_lib import (
+    ReplicaContext,
+    Strategy,
+    StrategyExtended,
+    UpdateContext,
+    _value_context,
+)
+from mwms_mpi.distribute.mirrored_run import MirroredReplicaContext, call_for_each_replica
+from mwms_mpi.types import ReduceOp
+from mwms_mpi.values import DistributedValues, Mirrored, is_mirrored, regroup, select_replica
+
+_DEVICE = re.compile(
+    r"^(?:/job:[^/]+)?(?:/replica:\d+)?(?:/task:\d+)?/?(?:device:)?(cpu|gpu):(\d+)$"
+)
+
+
+def canonicalize_device(device: str, job: str = "localhost", task: int = 0) -> str:
+    """Canonicalizes ``"/cpu:1"`` to ``/job:localhost/replica:0/task:0/device:CPU:1``.
+
+    Raises:
+      ValueError: for a string that names no CPU or GPU device.
+    """
+    m = _DEVICE.match(device.strip().lower())
+    if not m:
+        raise ValueError(f"Unrecognized device specification: {device!r}")
+    return f"/job:{job}/replica:0/task:{task}/device:{m.group(1).upper()}:{m.group(2)}"
+
+
+class MirroredExtended(StrategyExtended):
+    """Implementation of MirroredStrategy: k local replicas, reductions in-process.
+
+    Args:
+      container_strategy: the ``Strategy`` this object extends.
+      devices: the device strings of the replicas (default: one CPU).
+      cross_device_ops: the ``CrossDeviceOps`` reducing local replicas.
+    """
+
+    def __init__(
+        self,
+        container_strategy: Strategy,
+        devices: Sequence[str] | None = None,
+        cross_device_ops: CrossDeviceOps | None = None,
+    ) -> None:
+        super().__init__(container_strategy)
+        if devices is None:
+            devices = ["/device:CPU:0"]
+        devices = [canonicalize_device(d) for d in devices]
+        if not devices:
+            raise ValueError("Must specify at least one device.")
+        if len(set(devices)) != len(devices):
+            raise ValueError(f"No duplicates allowed in `devices` argument: {devices}")
+        self._cross_device_ops = cross_device_ops or ReductionToOneDevice()
+        if not hasattr(self, "_num_workers"):  # CollectiveAllReduceExtended sets its cluster first
+            self._num_workers = 1
+            self._id_in_cluster = 0
+            self._is_chief = True
+        self._set_devices(tuple(devices))
+
+    def _set_devices(self, devices: tuple[str, ...]) -> None:
+        self._devices = devices
+        self._num_replicas_in_sync = len(devices) * self._num_workers
+        strategy = self._container_strategy()
+        base = self._id_in_cluster * len(devices)
+        context_class = ReplicaContext if len(devices) == 1 else MirroredReplicaContext
+        self._replica_contexts = tuple(
+            context_class(strategy, base + i) for i in range(len(devices))
+        )
+
+    # -- replica execution -------------------------------------------------------------------
+
+    def _call_for_each_replica(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        return call_for_each_replica(
+            self._container_strategy(), self._replica_contexts, fn, args, kwargs
+        )
+
+    def _experimental_distribute_values_from_function(self, value_fn: Callable[[Any], Any]) -> Any:
+        k = len(self._devices)
+        base = self._id_in_cluster * k
+        per_replica = [
+            value_fn(_value_context(base + i, self._num_replicas_in_sync)) for i in range(k)
+        ]
+        return regroup(per_replica, always_wrap=True)
+
+    def _local_results(self, value: Any) -> tuple[Any, ...]:
+        if isinstance(value, DistributedValues):
+            return value.values
+        if nest.is_nested(value):
+            return tuple(select_replica(i, value) for i in range(len(self._devices)))
+        return (value,)
+
+    # -- reductions --------------------------------------------------------------------------
+
+    def _get_cross_device_ops(self, value: Any) -> CrossDeviceOps:
+        return self._cross_device_ops
+
+    def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
+        if is_mirrored(value) and reduce_op == ReduceOp.MEAN:
+            return value
+        if is_mirrored(value):
+            raise ValueError("reduce_to(SUM) of a Mirrored value is not supported (TF asserts).")
+
+        def get_values(v: Any) -> Any:
+            if not isinstance(v, DistributedValues):
+                return reduce_non_distributed_value(
+                    reduce_op, v, destinations, self._num_replicas_in_sync
+                )
+            return self._get_cross_device_ops(v).reduce(
+                reduce_op, v, destinations=destinations, options=options
+            )
+
+        if isinstance(value, DistributedValues):
+            return get_values(value)
+        return nest.map_structure(get_values, value)
+
+    def _batch_reduce_to(
+        self, reduce_op: ReduceOp, pairs: Sequence[tuple[Any, Any]], options: Any
+    ) -> list[Any]:
+        ops: CrossDeviceOps | None = None
+        for value, _ in pairs:
+            candidate = self._get_cross_device_ops(value)
+            if ops is None:
+                ops = candidate
+            elif ops is not candidate:
+                raise ValueError(
+                    "Inputs to batch_reduce_to must be either all on the host or all on the "
+                    "compute devices."
+                )
+        if ops is None:
+            return []
+        return ops.batch_reduce(reduce_op, pairs, options=options)
+
+    def _gather_to_implementation(
+        self, value: Any, destinations: Any, axis: int, options: Any
+    ) -> Any:
+        if not isinstance(value, DistributedValues):
+            return value
+        return self._get_cross_device_ops(value)._gather(
+            value, destinations=destinations, axis=axis, options=options
+        )
+
+    def _broadcast_to(self, tensor: Any, destinations: Any) -> Any:
+        if isinstance(tensor, float | int):
+            return tensor
+        return self._get_cross_device_ops(tensor).broadcast(tensor, destinations)
+
+    # -- updates -----------------------------------------------------------------------------
+
+    def _update(self, var: Any, fn: Callable[..., Any], args: Any, kwargs: Any, group: bool) -> Any:
+        components = var.values if isinstance(var, DistributedValues) else (var,)
+        updates = []
+        for i, v in enumerate(components):
+            with UpdateContext(i):
+                updates.append(fn(v, *select_replica(i, args), **select_replica(i, kwargs)))
+        return _update_regroup(self, updates, group)
+
+    def _update_non_slot(
+        self, colocate_with: Any, fn: Callable[..., Any], args: Any, kwargs: Any, group: bool
+    ) -> Any:
+        devices = colocate_with if isinstance(colocate_with, tuple) else self._devices
+        updates = []
+        for i in range(len(devices)):
+            with UpdateContext(i):
+                updates.append(fn(*select_replica(i, args), **select_replica(i, kwargs)))
+        return _update_regroup(self, updates, group)
+
+    def value_container(self, value: Any) -> Any:
+        """Returns the container that this per-replica ``value`` belongs to."""
+        return super().value_container(value)
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def worker_devices(self) -> tuple[str, ...]:
+        """The devices of this worker's replicas, in local replica order."""
+        return self._devices
+
+    @property
+    def worker_devices_by_replica(self) -> list[list[str]]:
+        """One list of devices per local replica."""
+        return [[d] for d in self._devices]
+
+    @property
+    def parameter_devices(self) -> tuple[str, ...]:
+        """The devices holding variables: every replica's device."""
+        return self._devices
+
+    @property
+    def experimental_between_graph(self) -> bool:
+        """False: one program drives every replica."""
+        return False
+
+    @property
+    def experimental_should_init(self) -> bool:
+        """True: every worker initialises its variables."""
+        return True
+
+    @property
+    def should_checkpoint(self) -> bool:
+        """True for a single worker."""
+        return True
+
+    @property
+    def should_save_summary(self) -> bool:
+        """True for a single worker."""
+        return True
+
+
+def _update_regroup(extended: StrategyExtended, updates: list[Any], group: bool) -> Any:
+    if not group:
+        regrouped = regroup(updates, Mirrored)
+        return nest.map_structure(extended._local_results, regrouped)
+    return regroup(updates, _grouped_mirrored)
+
+
+def _grouped_mirrored(values: tuple[Any, ...]) -> Any:
+    return Mirrored(values)
+
+
+class MirroredStrategy(Strategy):
+    """Synchronous training across multiple replicas on one machine.
+
+    Args:
+      devices: a list of device strings such as ``['/cpu:0', '/cpu:1']``; one CPU if ``None``.
+      cross_device_ops: optional ``CrossDeviceOps`` (default ``ReductionToOneDevice``).
+    """
+
+    def __init__(
+        self, devices: Sequence[str] | None = None, cross_device_ops: CrossDeviceOps | None = None
+    ) -> None:
+        super().__init__(MirroredExtended(self, devices=devices, cross_device_ops=cross_device_ops))

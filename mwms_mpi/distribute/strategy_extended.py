@@ -1,0 +1,340 @@
+"""StrategyExtended (TF's StrategyExtendedV1/V2 in one class) and the context checks.
+
+Split from ``distribute_lib`` to keep modules small; ``distribute_lib`` re-exports the names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from mwms_mpi import _context, nest
+from mwms_mpi.types import CommunicationOptions, ReduceOp, VariableAggregation, as_reduce_op
+from mwms_mpi.values import DistributedValues, select_replica
+
+_CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+Strategy = Any  # the container strategy (distribute_lib.Strategy); typed loosely to avoid a cycle
+ReplicaContext = Any
+
+# -- context checks (TF's _require_* helpers) ---------------------------------------------------
+
+
+def _wrong_strategy_scope(strategy: Any, entry: _context.ContextEntry) -> None:
+    if entry.strategy is _context.get_default().strategy:
+        raise RuntimeError(f'Need to be inside "with strategy.scope()" for {strategy}')
+    raise RuntimeError(
+        f"Mixing different tf.distribute.Strategy objects: {entry.strategy} is not {strategy}"
+    )
+
+
+def require_cross_replica_or_default_context_extended(
+    extended: StrategyExtended, error_message: str | None = None
+) -> None:
+    """Raises unless in ``extended``'s cross-replica context or the default replica context.
+
+    Raises:
+      RuntimeError: in a replica context, or in another strategy's scope.
+    """
+    entry = _context.current()
+    cross = entry.cross_replica_context
+    if cross is not None and cross._extended is extended:
+        return
+    if entry is _context.get_default():
+        return
+    strategy = extended._container_strategy()
+    if entry.strategy is not strategy:
+        _wrong_strategy_scope(strategy, entry)
+    raise RuntimeError(
+        error_message
+        or "Method requires being in cross-replica context, use get_replica_context().merge_call()"
+    )
+
+
+def require_replica_context(replica_ctx: ReplicaContext) -> None:
+    """Raises unless ``replica_ctx`` is this thread's current replica context.
+
+    Raises:
+      RuntimeError: outside ``call_for_each_replica``, or in another replica context.
+    """
+    entry = _context.current()
+    if entry.replica_context is replica_ctx:
+        return
+    if entry.replica_context is None:
+        raise RuntimeError("Need to be inside `call_for_each_replica()`")
+    if entry.strategy is replica_ctx.strategy:
+        raise RuntimeError("Mismatching ReplicaContext.")
+    raise RuntimeError(
+        f"Mismatching tf.distribute.Strategy objects: {entry.strategy} is not "
+        f"{replica_ctx.strategy}."
+    )
+
+
+_update_replica = threading.local()
+
+
+def get_update_replica_id() -> int | None:
+    """The local replica being updated inside ``extended.update``, or ``None``."""
+    return getattr(_update_replica, "current", None)
+
+
+@contextlib.contextmanager
+def UpdateContext(replica_id: int) -> Iterator[None]:
+    """Marks the code inside as updating local replica ``replica_id`` (TF's ``UpdateContext``)."""
+    old = get_update_replica_id()
+    _update_replica.current = replica_id
+    try:
+        yield
+    finally:
+        _update_replica.current = old
+
+
+# -- StrategyExtended -------------------------------------------------------------------------
+
+
+class StrategyExtended:
+    """Additional APIs for algorithms that need to be distribution-aware.
+
+    Args:
+      container_strategy: the ``Strategy`` this object extends.
+    """
+
+    def __init__(self, container_strategy: Strategy) -> None:
+        self._container_strategy_ref = container_strategy
+        self._num_replicas_in_sync = 1
+
+    def _container_strategy(self) -> Strategy:
+        return self._container_strategy_ref
+
+    # cross-replica reductions
+
+    def reduce_to(
+        self,
+        reduce_op: ReduceOp | str,
+        value: Any,
+        destinations: Any,
+        options: CommunicationOptions | None = None,
+    ) -> Any:
+        """Combine (via e.g. sum or mean) values across replicas.
+
+        Pass the same value as ``value`` and ``destinations`` for an all-reduce. Cross-replica
+        context only.
+
+        Raises:
+          ValueError: for a ``VariableAggregation`` or list as ``reduce_op``/``destinations``.
+          RuntimeError: in replica context.
+        """
+        require_cross_replica_or_default_context_extended(self)
+        reduce_op = _check_reduce_op(reduce_op)
+        if isinstance(destinations, list | tuple):
+            raise ValueError("destinations must not be a list or tuple")
+        return self._reduce_to(reduce_op, value, destinations, options)
+
+    def batch_reduce_to(
+        self,
+        reduce_op: ReduceOp | str,
+        value_destination_pairs: Sequence[tuple[Any, Any]],
+        options: CommunicationOptions | None = None,
+    ) -> list[Any]:
+        """Combine multiple ``reduce_to`` calls into one for faster execution (packed).
+
+        Returns:
+          A list of reduced values, one per pair, in order.
+        """
+        require_cross_replica_or_default_context_extended(self)
+        reduce_op = _check_reduce_op(reduce_op)
+        return self._batch_reduce_to(reduce_op, value_destination_pairs, options)
+
+    def _reduce(self, reduce_op: ReduceOp, value: Any) -> Any:
+        return self._local_results(self.reduce_to(reduce_op, value, _CPU0))[0]
+
+    def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
+        raise NotImplementedError("must be implemented in descendants")
+
+    def _batch_reduce_to(
+        self, reduce_op: ReduceOp, pairs: Sequence[tuple[Any, Any]], options: Any
+    ) -> list[Any]:
+        return [self.reduce_to(reduce_op, t, destinations=v, options=options) for t, v in pairs]
+
+    def _gather_to(
+        self, value: Any, destinations: Any, axis: int, options: CommunicationOptions | None = None
+    ) -> Any:
+        require_cross_replica_or_default_context_extended(self)
+        return self._gather_to_implementation(value, destinations, axis, options)
+
+    def _gather_to_implementation(
+        self, value: Any, destinations: Any, axis: int, options: Any
+    ) -> Any:
+        raise NotImplementedError("_gather_to must be implemented in descendants")
+
+    # updates
+
+    def update(
+        self,
+        var: Any,
+        fn: Callable[..., Any],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        group: bool = True,
+    ) -> Any:
+        """Run ``fn`` to update ``var`` using inputs mirrored to the same devices.
+
+        ``fn(component, *args, **kwargs)`` runs once per component of ``var`` with ``args``
+        selected for that component (``Mirrored`` arguments are unwrapped).
+        """
+        kwargs = kwargs or {}
+        replica_context = _context.current().replica_context
+        if replica_context is None or replica_context is _context.get_default().replica_context:
+            with self._container_strategy().scope():
+                return self._update(var, fn, args, kwargs, group)
+        return self._replica_ctx_update(var, fn, args, kwargs, group)
+
+    def _update(self, var: Any, fn: Callable[..., Any], args: Any, kwargs: Any, group: bool) -> Any:
+        raise NotImplementedError("must be implemented in descendants")
+
+    def _replica_ctx_update(
+        self, var: Any, fn: Callable[..., Any], args: Any, kwargs: Any, group: bool
+    ) -> Any:
+        replica_context = _context.current().replica_context
+
+        def merge_fn(_: Strategy, *merged_args: Any, **merged_kwargs: Any) -> Any:
+            return self.update(var, fn, merged_args, merged_kwargs, group)
+
+        return replica_context.merge_call(merge_fn, args=args, kwargs=kwargs)
+
+    def update_non_slot(
+        self,
+        colocate_with: Any,
+        fn: Callable[..., Any],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        group: bool = True,
+    ) -> Any:
+        """Runs ``fn(*args, **kwargs)`` on ``colocate_with`` devices (once per device)."""
+        require_cross_replica_or_default_context_extended(self)
+        with self._container_strategy().scope():
+            return self._update_non_slot(colocate_with, fn, args, kwargs or {}, group)
+
+    def _update_non_slot(
+        self, colocate_with: Any, fn: Callable[..., Any], args: Any, kwargs: Any, group: bool
+    ) -> Any:
+        result = fn(*args, **kwargs)
+        if group:
+            return result
+        return nest.map_structure(self._local_results, result)
+
+    def broadcast_to(self, tensor: Any, destinations: Any) -> Any:
+        """Mirror a tensor on one device to all worker devices.
+
+        Raises:
+          ValueError: if ``destinations`` is ``None`` or a list.
+        """
+        if destinations is None or isinstance(destinations, list | tuple):
+            raise ValueError("destinations must be a single destination, not None or a list")
+        require_cross_replica_or_default_context_extended(self)
+        return self._broadcast_to(tensor, destinations)
+
+    def _broadcast_to(self, tensor: Any, destinations: Any) -> Any:
+        return tensor
+
+    @contextlib.contextmanager
+    def colocate_vars_with(self, colocate_with_variable: Any) -> Iterator[None]:
+        """Scope that controls which devices variables will be created on (recorded only)."""
+        previous = getattr(self, "_colocate_with", None)
+        self._colocate_with = colocate_with_variable
+        try:
+            yield
+        finally:
+            self._colocate_with = previous
+
+    def value_container(self, value: Any) -> Any:
+        """Returns the container that this per-replica ``value`` belongs to."""
+        from_values = getattr(value, "_distributed_container", None)
+        return from_values() if callable(from_values) else value
+
+    def variable_created_in_scope(self, v: Any) -> bool:
+        """Tests whether ``v`` was created while this strategy scope was active."""
+        return getattr(v, "_distribute_strategy", None) is self._container_strategy()
+
+    def read_var(self, v: Any) -> Any:
+        """Reads the value of a variable in cross-replica context."""
+        return v
+
+    def call_for_each_replica(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        """Run ``fn`` once per replica (the older name of ``Strategy.run``)."""
+        require_cross_replica_or_default_context_extended(self)
+        with self._container_strategy().scope():
+            return self._call_for_each_replica(fn, args, kwargs or {})
+
+    def _call_for_each_replica(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        raise NotImplementedError("must be implemented in descendants")
+
+    def _local_results(self, value: Any) -> tuple[Any, ...]:
+        if isinstance(value, DistributedValues):
+            return value.values
+        if nest.is_nested(value):
+            count = len(self.worker_devices)
+            return tuple(select_replica(i, value) for i in range(count))
+        return (value,)
+
+    def _experimental_distribute_values_from_function(self, value_fn: Callable[[Any], Any]) -> Any:
+        raise NotImplementedError("must be implemented in descendants")
+
+    def _experimental_distribute_dataset(self, dataset: Any, options: Any) -> Any:
+        raise NotImplementedError("Dataset distribution is not implemented yet for this strategy")
+
+    def _distribute_datasets_from_function(self, dataset_fn: Any, options: Any) -> Any:
+        raise NotImplementedError("Dataset distribution is not implemented yet for this strategy")
+
+    @property
+    def experimental_require_static_shapes(self) -> bool:
+        """Returns ``True`` if static shape is required; ``False`` otherwise."""
+        return False
+
+    @property
+    def worker_devices(self) -> tuple[str, ...]:
+        """Returns the tuple of all devices used to for compute replica execution."""
+        raise NotImplementedError("must be implemented in descendants")
+
+    @property
+    def parameter_devices(self) -> tuple[str, ...]:
+        """Returns the tuple of all devices used to place variables."""
+        raise NotImplementedError("must be implemented in descendants")
+
+    def non_slot_devices(self, var_list: Any) -> Any:
+        """Device(s) for non-slot variables."""
+        return self.worker_devices
+
+    @property
+    def should_checkpoint(self) -> bool:
+        """Whether checkpointing is needed."""
+        raise NotImplementedError("must be implemented in descendants")
+
+    @property
+    def should_save_summary(self) -> bool:
+        """Whether saving summaries is needed."""
+        raise NotImplementedError("must be implemented in descendants")
+
+    @property
+    def experimental_between_graph(self) -> bool:
+        """Whether the strategy uses between-graph replication or not."""
+        raise NotImplementedError("must be implemented in descendants")
+
+    @property
+    def experimental_should_init(self) -> bool:
+        """Whether initialization is needed."""
+        raise NotImplementedError("must be implemented in descendants")
+
+
+def _check_reduce_op(reduce_op: Any) -> ReduceOp:
+    if isinstance(reduce_op, VariableAggregation):
+        raise ValueError(
+            f"reduce_op must be a `tf.distribute.ReduceOp`, not a VariableAggregation: {reduce_op}"
+        )
+    return as_reduce_op(reduce_op)

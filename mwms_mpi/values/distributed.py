@@ -1,0 +1,194 @@
+"""DistributedValues, PerReplica and Mirrored, and TF's regroup/select_replica over nests."""
+
+from __future__ import annotations
+
+import collections.abc as abc
+from collections.abc import Sequence
+from typing import Any
+
+from mwms_mpi import nest
+
+
+class DistributedValues:
+    """Base class for representing distributed values (``tf.distribute.DistributedValues``).
+
+    A subclass instance holds one value per local replica of this worker, in local replica
+    order. ``values`` is that tuple; ``Strategy.experimental_local_results`` returns it too.
+
+    Args:
+      values: the per-replica values, one per local replica.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Sequence[Any]) -> None:
+        self._values = tuple(values)
+
+    @property
+    def values(self) -> tuple[Any, ...]:
+        """Returns the per-replica values, in local replica order."""
+        return self._values
+
+    @property
+    def _primary(self) -> Any:
+        """The value of the first local replica."""
+        return self._values[0]
+
+    def _get_on_device_or_primary(self) -> Any:
+        return self._values[0]
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __str__(self) -> str:
+        body = ",\n".join(f"  {i}: {v}" for i, v in enumerate(self._values))
+        return f"{type(self).__name__}:{{\n{body}\n}}"
+
+    def __repr__(self) -> str:
+        body = ",\n".join(f"  {i}: {v!r}" for i, v in enumerate(self._values))
+        return f"{type(self).__name__}:{{\n{body}\n}}"
+
+
+class PerReplica(DistributedValues):
+    """Holds a map from replica to unsynchronized values (TF's ``PerReplica``)."""
+
+    __slots__ = ()
+
+
+class Mirrored(DistributedValues):
+    """Holds a map from replica to values which are kept in sync (TF's ``Mirrored``).
+
+    As TF's ``DistributedDelegate``, attribute reads that ``Mirrored`` does not define go to the
+    primary value, so ``mirrored.shape`` or ``mirrored.dtype`` work.
+    """
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._values[0], name)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        return np.asarray(self._values[0], dtype=dtype)
+
+
+def is_mirrored(value: Any) -> bool:
+    """Whether ``value`` is kept in sync across replicas (a ``Mirrored``)."""
+    return isinstance(value, Mirrored)
+
+
+def value_container(value: Any) -> Any:
+    """Returns the container ``value`` belongs to (a distributed variable), or ``value``."""
+    container = getattr(value, "_distributed_container", None)
+    if container is not None and callable(container):
+        found = container()
+        if found is not None:
+            return found
+    return value
+
+
+def regroup(values: Sequence[Any], wrap_class: Any = PerReplica, always_wrap: bool = False) -> Any:
+    """Makes a nest per-replica into a nest of PerReplica/Mirrored values (TF's rule).
+
+    Lists, tuples, namedtuples and mappings are regrouped element-wise; leaves that are the
+    same object on every replica are returned unwrapped unless ``always_wrap``.
+
+    Args:
+      values: one nest per local replica, all of the same structure.
+      wrap_class: the class wrapping each leaf (or a callable taking the tuple of values).
+      always_wrap: wrap even leaves that are the same object on every replica.
+
+    Returns:
+      The regrouped nest.
+
+    Raises:
+      ValueError: if the replicas' structures differ.
+    """
+    v0 = values[0]
+    if isinstance(v0, list):
+        _check_lengths(values, list)
+        return [
+            regroup(tuple(v[i] for v in values), wrap_class, always_wrap) for i in range(len(v0))
+        ]
+    if isinstance(v0, tuple):
+        _check_lengths(values, tuple)
+        regrouped = tuple(
+            regroup(tuple(v[i] for v in values), wrap_class, always_wrap) for i in range(len(v0))
+        )
+        if hasattr(v0, "_fields"):
+            return v0._make(regrouped)  # type: ignore[attr-defined]
+        return regrouped
+    if isinstance(v0, abc.Mapping):
+        keys = set(v0.keys())
+        for v in values[1:]:
+            if not isinstance(v, abc.Mapping) or set(v.keys()) != keys:
+                raise ValueError(
+                    f"Replicas returned different structures: keys {sorted(map(str, keys))} "
+                    f"and {v!r}"
+                )
+        mapping_type: Any = type(v0)
+        return mapping_type(
+            {key: regroup(tuple(v[key] for v in values), wrap_class, always_wrap) for key in v0}
+        )
+    same = all(v is v0 for v in values[1:])
+    if same and not always_wrap:
+        container = value_container(v0)
+        return container
+    container = value_container(v0)
+    if container is not v0 and all(value_container(v) is container for v in values[1:]):
+        return container
+    return wrap_class(tuple(values))
+
+
+def _check_lengths(values: Sequence[Any], kind: type) -> None:
+    v0: Any = values[0]
+    rest: Sequence[Any] = values[1:]
+    for v in rest:
+        if not isinstance(v, list | tuple) or not isinstance(v, kind) or len(v) != len(v0):
+            length = len(v) if isinstance(v, list | tuple) else "?"
+            raise ValueError(
+                f"Values to regroup had different structures: {type(v).__name__} of length "
+                f"{length} and {kind.__name__} of length "
+                f"{len(v0)}: {v!r}, {v0!r}"
+            )
+
+
+def _select(replica_id: int, x: Any) -> Any:
+    if isinstance(x, DistributedValues) and not getattr(x, "_is_distributed_variable", False):
+        return x._values[replica_id]
+    return x
+
+
+def select_replica(replica_id: int, structured: Any) -> Any:
+    """Specializes a nest of regular and per-replica values for one local replica.
+
+    Args:
+      replica_id: the local replica index.
+      structured: a nest that may hold ``DistributedValues``.
+
+    Returns:
+      The nest with every ``DistributedValues`` (other than distributed variables) replaced by
+      its value for ``replica_id``.
+    """
+    if isinstance(structured, DistributedValues):
+        return _select(replica_id, structured)
+    if not nest.is_nested(structured):
+        return structured
+    return nest.map_structure(lambda x: _select(replica_id, x), structured)
+
+
+def select_replica_mirrored(replica_id: int, structured: Any) -> Any:
+    """As :func:`select_replica`, after checking every distributed value is ``Mirrored``.
+
+    Raises:
+      TypeError: if a ``DistributedValues`` in ``structured`` is not mirrored.
+    """
+    for x in nest.flatten(structured):
+        if isinstance(x, DistributedValues) and not is_mirrored(x):
+            if getattr(x, "_is_distributed_variable", False) and getattr(x, "_is_mirrored", False):
+                continue
+            raise TypeError(f"Expected value to be mirrored across replicas: {x} in {structured}.")
+    return select_replica(replica_id, structured)
