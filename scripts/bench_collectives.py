@@ -23,12 +23,14 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
 from mwms_mpi.collective import Communicator
 from mwms_mpi.collective.communicator import CHECK_ENV
+from mwms_mpi.distribute import MultiWorkerMirroredStrategy, ReduceOp
 from mwms_mpi.types import CommunicationOptions
 
 Case = dict[str, Callable[[], object]]
@@ -43,10 +45,16 @@ def _time_once(comm: MPI.Intracomm, fn: Callable[[], object]) -> float:
 
 
 def measure(comm: MPI.Intracomm, variants: Case, iters: int, warmup: int) -> dict[str, float]:
-    """Median seconds per call of each variant, interleaved iteration by iteration."""
+    """Median seconds per call of each variant, interleaved iteration by iteration.
+
+    The order of the variants is reversed every other iteration: a call right after another
+    variant's large call was measured up to 20% slower than one after its own kind, and
+    alternating spreads that effect evenly instead of charging it to one variant.
+    """
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    forward = list(variants.items())
     for i in range(warmup + iters):
-        for name, fn in variants.items():
+        for name, fn in forward if i % 2 == 0 else forward[::-1]:
             t = _time_once(comm, fn)
             if i >= warmup:
                 samples[name].append(t)
@@ -97,6 +105,28 @@ def batch_cases(comm: MPI.Intracomm, ours: Communicator, count: int, nbytes: int
     }
 
 
+def strategy_cases(comm: MPI.Intracomm, strategy: Any, nbytes: int) -> Case:
+    x = np.ones(nbytes // 4, dtype=np.float32)
+    recv = np.empty_like(x)
+    value = strategy.run(lambda: x)  # what a step function hands back (k = 1: the array itself)
+    return {
+        "raw": lambda: comm.Allreduce(x, recv, MPI.SUM),
+        "strategy.reduce": lambda: strategy.reduce(ReduceOp.SUM, value, axis=None),
+    }
+
+
+def strategy_batch_cases(comm: MPI.Intracomm, strategy: Any, count: int, nbytes: int) -> Case:
+    cases = batch_cases(comm, Communicator(name="unused"), count, nbytes)
+    values = [
+        strategy.run(lambda i=i: np.full(nbytes // 4, i, dtype=np.float32)) for i in range(count)
+    ]
+    pairs = [(v, v) for v in values]
+    return {
+        "raw_packed": cases["raw_packed"],
+        "batch_reduce_to": lambda: strategy.extended.batch_reduce_to(ReduceOp.SUM, pairs),
+    }
+
+
 def _iters(nbytes: int, quick: bool) -> tuple[int, int]:
     iters = max(10, min(2000, (400 << 20) // max(nbytes, 1) // 8))
     if quick:
@@ -140,6 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     iters, warmup = _iters(200 * 4096, args.quick)
     timings = measure(comm, batch_cases(comm, ours, 200, 4096), iters, warmup)
     record("200 x 4 KB float32", 200 * 4096, timings, "raw_packed")
+
+    strategy = MultiWorkerMirroredStrategy()
+    for nbytes in (4 << 10, 1 << 20, 16 << 20, 64 << 20):
+        iters, warmup = _iters(nbytes, args.quick)
+        timings = measure(comm, strategy_cases(comm, strategy, nbytes), iters, warmup)
+        record("strategy.reduce f32", nbytes, timings, "raw")
+    iters, warmup = _iters(200 * 4096, args.quick)
+    timings = measure(comm, strategy_batch_cases(comm, strategy, 200, 4096), iters, warmup)
+    record("batch_reduce_to 200x4KB", 200 * 4096, timings, "raw_packed")
 
     if rank == 0 and not args.json_only:
         print(f"\n{size} ranks, {MPI.Get_library_version().splitlines()[0]}; median per call")

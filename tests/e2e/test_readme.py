@@ -12,7 +12,7 @@ from tests.support.launch import REPO_ROOT, run_python_mpi
 pytestmark = pytest.mark.timeout(120)
 
 _EXAMPLE = re.compile(
-    r"`(?P<name>[\w.]+\.py)`:\n\n```python\n(?P<code>.*?)```\n\n```bash\n"
+    r"`(?P<name>[\w.]+\.py)`[^\n]*:\n\n```python\n(?P<code>.*?)```\n\n```bash\n"
     r"\.venv/bin/mpiexec -n (?P<n>\d+) \.venv/bin/python -m mwms_mpi\.run (?P=name)\n"
     r"# (?P<out>.*?)\n```",
     re.S,
