@@ -1,5 +1,7 @@
-"""The tf.train mirror: ClusterSpec (more names join as they are written)."""
+"""The tf.train mirror: ClusterSpec, Checkpoint, CheckpointManager, latest_checkpoint."""
 
 from mwms_mpi.cluster.spec import ClusterSpec
+from mwms_mpi.train.checkpoint import Checkpoint
+from mwms_mpi.train.checkpoint_management import CheckpointManager, latest_checkpoint
 
-__all__ = ["ClusterSpec"]
+__all__ = ["Checkpoint", "CheckpointManager", "ClusterSpec", "latest_checkpoint"]

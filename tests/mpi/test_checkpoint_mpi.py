@@ -1,0 +1,184 @@
+"""Checkpoints under MultiWorkerMirroredStrategy at any world size: only the chief's files remain.
+
+Every rank saves rank-dependent values into one directory (made by rank 0, broadcast); the
+chief's (rank 0's) values are what every rank then restores, and nothing of the other ranks'
+writes is left behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mwms_mpi
+import mwms_mpi.distribute as ds
+from mwms_mpi import errors, train
+from mwms_mpi.train import _format
+from tests.support.mpi import world
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.fixture(scope="module")
+def strategy() -> Iterator[ds.MultiWorkerMirroredStrategy]:
+    # One strategy (one communicator) for the whole module.
+    yield ds.MultiWorkerMirroredStrategy()
+
+
+class DuckVariable:
+    """The variable protocol, tied to a strategy like a distributed variable."""
+
+    def __init__(self, value: Any, strategy: Any = None) -> None:
+        self.value = np.array(value)
+        self.distribute_strategy = strategy
+
+    def numpy(self) -> np.ndarray:
+        return self.value.copy()
+
+    def assign(self, value: Any) -> None:
+        self.value = np.array(value, dtype=self.value.dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.shape
+
+
+_COMM: list[Any] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _test_comm() -> Iterator[None]:
+    # The tests' own checks run on a duplicate of COMM_WORLD, one per module (DESIGN §7, §8).
+    _COMM.append(world())
+    yield
+    _COMM.pop().Free()
+
+
+def _rank_size() -> tuple[int, int]:
+    return _COMM[0].Get_rank(), _COMM[0].Get_size()
+
+
+def _gather(value: Any) -> list[Any]:
+    return list(_COMM[0].allgather(value))
+
+
+def _names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def _spy_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    real = _format.write_checkpoint
+
+    def spy(prefix: str, *args: Any) -> None:
+        seen.append(prefix)
+        real(prefix, *args)
+
+    monkeypatch.setattr(_format, "write_checkpoint", spy)
+    return seen
+
+
+def test_only_the_chief_writes_and_every_rank_restores_its_values(
+    strategy: ds.MultiWorkerMirroredStrategy, mpi_shared_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rank, size = _rank_size()
+    assert strategy.extended.should_checkpoint == (rank == 0)
+    seen = _spy_writes(monkeypatch)
+    weights = np.arange(6, dtype=np.float64).reshape(2, 3) + 100 * rank
+    var = DuckVariable([1.0 + rank, 2.0])
+    ckpt = train.Checkpoint(model={"w": weights, "v": var})
+    with strategy.scope():
+        path = ckpt.save(str(mpi_shared_dir / "ckpt"))
+    assert path == str(mpi_shared_dir / "ckpt-1")  # the chief's path, on every rank
+    expected_prefix = path if rank == 0 else str(mpi_shared_dir / f"workertemp_{rank}" / "ckpt-1")
+    assert seen == [expected_prefix]
+    # save returned on every rank only after the chief's files were complete, and every
+    # non-chief had removed its temporary directory.
+    names = _names(mpi_shared_dir)
+    assert [n for n in names if not n.startswith("ckpt-1.data-")] == [
+        "checkpoint",
+        "ckpt-1.index.json",
+    ]
+    assert len(names) == 3
+    assert train.latest_checkpoint(str(mpi_shared_dir)) == path
+
+    weights[:] = -1
+    var.assign([0.0, 0.0])
+    ckpt.restore(path).assert_consumed()
+    np.testing.assert_array_equal(weights, np.arange(6).reshape(2, 3))  # rank 0's values
+    np.testing.assert_array_equal(var.numpy(), [1.0, 2.0])
+    assert len(set(_gather(weights.tobytes() + var.numpy().tobytes()))) == 1
+    assert size == len(_gather(rank))
+
+
+def test_manager_outside_scope_uses_the_variables_strategy(
+    strategy: ds.MultiWorkerMirroredStrategy, mpi_shared_dir: Path
+) -> None:
+    rank, _ = _rank_size()
+    step = DuckVariable(np.int64(0), strategy)
+    ckpt = train.Checkpoint(step=step, extra=np.full(3, float(rank)))
+    manager = train.CheckpointManager(ckpt, str(mpi_shared_dir), max_to_keep=2)
+    for i in range(3):
+        step.assign(i + 10 * rank)
+        manager.save()
+    # the same lists on every rank, naming the chief's files
+    assert len(set(map(tuple, _gather(manager.checkpoints)))) == 1
+    assert manager.checkpoints == [str(mpi_shared_dir / f"ckpt-{i}") for i in (2, 3)]
+    names = _names(mpi_shared_dir)
+    assert [n for n in names if n.endswith(".index.json")] == [
+        "ckpt-2.index.json",
+        "ckpt-3.index.json",
+    ]
+    assert not [n for n in names if n.startswith("workertemp_") or ".tmp" in n]
+    fresh = DuckVariable(np.int64(-1), strategy)
+    again = train.CheckpointManager(
+        train.Checkpoint(step=fresh, extra=np.zeros(3)), str(mpi_shared_dir), max_to_keep=2
+    )
+    assert again.restore_or_initialize() == str(mpi_shared_dir / "ckpt-3")
+    assert int(fresh.numpy()) == 2  # the chief's step at the last save
+    assert _gather(int(fresh.numpy())) == [2] * len(_gather(0))
+
+
+def test_a_failed_chief_write_raises_on_every_rank(
+    strategy: ds.MultiWorkerMirroredStrategy, mpi_shared_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rank, size = _rank_size()
+    real = _format.write_checkpoint
+
+    def failing(prefix: str, *args: Any) -> None:
+        if rank == 0:
+            raise OSError("disk full on the chief")
+        real(prefix, *args)
+
+    monkeypatch.setattr(_format, "write_checkpoint", failing)
+    ckpt = train.Checkpoint(a=np.ones(2))
+    with strategy.scope():
+        if rank == 0:
+            with pytest.raises(OSError, match="disk full"):
+                ckpt.save(str(mpi_shared_dir / "ckpt"))
+        elif size > 1:
+            with pytest.raises(errors.UnknownError, match="failed on 1 other worker"):
+                ckpt.save(str(mpi_shared_dir / "ckpt"))
+    assert train.latest_checkpoint(str(mpi_shared_dir)) is None
+    assert not [n for n in _names(mpi_shared_dir) if n.startswith("workertemp_")]
+
+
+@pytest.mark.skipif(not hasattr(mwms_mpi, "Variable"), reason="mwms_mpi.Variable not written yet")
+def test_real_variables_round_trip(
+    strategy: ds.MultiWorkerMirroredStrategy, mpi_shared_dir: Path
+) -> None:
+    rank, _ = _rank_size()
+    with strategy.scope():
+        var = mwms_mpi.Variable(np.array([1.0, 2.0], dtype=np.float32))  # type: ignore[attr-defined]
+        ckpt = train.Checkpoint(v=var)
+        path = ckpt.save(str(mpi_shared_dir / "ckpt"))
+        var.assign(np.array([0.0, 0.0], dtype=np.float32))
+        ckpt.restore(path).assert_consumed()
+    np.testing.assert_array_equal(np.asarray(var.numpy()), [1.0, 2.0])
+    for value in strategy.experimental_local_results(var):
+        np.testing.assert_array_equal(np.asarray(value), [1.0, 2.0])
+    assert rank >= 0
