@@ -11,12 +11,12 @@ MPIEXEC_TIMEOUT ?= 600
 export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
 
-.PHONY: install test test-unit test-mpi test-e2e lint bench clean
+.PHONY: install test test-unit test-mpi test-e2e lint bench demo clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[mpich,test]'
+	$(BIN)/pip install --quiet -e '.[mpich,test,examples]'
 	$(MPIEXEC) -n 2 $(PY) -c "from mpi4py import MPI; c = MPI.COMM_WORLD; \
 	  assert c.allreduce(1) == 2, 'MPI smoke test failed'; \
 	  print('MPI ok:', MPI.Get_library_version().splitlines()[0]) if c.rank == 0 else None"
@@ -48,6 +48,10 @@ lint:
 
 bench:
 	$(MPIEXEC) -n 2 $(PY) scripts/bench_collectives.py
+
+# The main job: data-parallel training of an MLP on the digits data with 4 workers.
+demo:
+	$(MPIEXEC) -n 4 $(PY) -m mwms_mpi.run scripts/train_digits.py $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

@@ -4,6 +4,17 @@ Importing the package never initialises MPI; that happens on the first collectiv
 """
 
 from mwms_mpi import data, distribute, errors, train
+from mwms_mpi.types import VariableAggregation, VariableSynchronization
+from mwms_mpi.values import IndexedSlices, Variable
 
-__all__ = ["data", "distribute", "errors", "train"]
+__all__ = [
+    "IndexedSlices",
+    "Variable",
+    "VariableAggregation",
+    "VariableSynchronization",
+    "data",
+    "distribute",
+    "errors",
+    "train",
+]
 __version__ = "0.1.0"

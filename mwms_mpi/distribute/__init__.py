@@ -22,14 +22,21 @@ from mwms_mpi.distribute.distribute_lib import (
     Strategy,
     StrategyExtended,
 )
+from mwms_mpi.distribute.input_context import InputContext, InputOptions, InputReplicationMode
+from mwms_mpi.distribute.input_lib import DistributedDataset, DistributedIterator
 from mwms_mpi.distribute.mirrored_strategy import MirroredStrategy
 from mwms_mpi.types import ReduceOp
 from mwms_mpi.values import DistributedValues, Mirrored, PerReplica
 
 __all__ = [
     "CrossDeviceOps",
+    "DistributedDataset",
+    "DistributedIterator",
     "DistributedValues",
     "HierarchicalCopyAllReduce",
+    "InputContext",
+    "InputOptions",
+    "InputReplicationMode",
     "Mirrored",
     "MirroredStrategy",
     "MultiWorkerMirroredStrategy",

@@ -12,6 +12,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from mwms_mpi._mpi import mpi
 from mwms_mpi.cluster import (
     ClusterResolver,
@@ -27,6 +29,8 @@ from mwms_mpi.distribute.cross_device_ops import (
     reduce_non_distributed_value,
 )
 from mwms_mpi.distribute.distribute_lib import Strategy
+from mwms_mpi.distribute.input_context import InputOptions, InputReplicationMode
+from mwms_mpi.distribute.input_lib import DistributedDataset
 from mwms_mpi.distribute.mirrored_strategy import MirroredExtended, canonicalize_device
 from mwms_mpi.types import CommunicationImplementation, CommunicationOptions, ReduceOp
 from mwms_mpi.values import DistributedValues, Mirrored
@@ -146,6 +150,24 @@ class CollectiveAllReduceExtended(MirroredExtended):
         """The communicator across workers (``None`` for a single worker)."""
         return self._communicator
 
+    def _experimental_distribute_dataset(
+        self, dataset: Any, options: InputOptions | None
+    ) -> DistributedDataset:
+        _check_not_per_replica(options)
+        return super()._experimental_distribute_dataset(dataset, options)
+
+    def _distribute_datasets_from_function(
+        self, dataset_fn: Any, options: InputOptions | None
+    ) -> DistributedDataset:
+        _check_not_per_replica(options)
+        return super()._distribute_datasets_from_function(dataset_fn, options)
+
+    def _broadcast_initial_value(self, value: Any) -> Any:
+        """The chief's (worker 0's) initial value on every worker (TF's broadcast_send/recv)."""
+        if self._communicator is None:
+            return value
+        return np.array(self._communicator.broadcast(value, root=0), copy=True)
+
     def _get_cross_device_ops(self, value: Any) -> CrossDeviceOps:
         num = len(value.values) if isinstance(value, DistributedValues) else 1
         if num == len(self._devices):
@@ -210,6 +232,14 @@ class CollectiveAllReduceExtended(MirroredExtended):
 
     def _get_replica_id_in_sync_group(self, replica_id: int) -> int:
         return self._id_in_cluster * len(self._devices) + replica_id
+
+
+def _check_not_per_replica(options: InputOptions | None) -> None:
+    if options and options.experimental_replication_mode == InputReplicationMode.PER_REPLICA:
+        raise NotImplementedError(
+            "InputReplicationMode.PER_REPLICA is only supported in "
+            "`distribute_datasets_from_function` of tf.distribute.MirroredStrategy"
+        )
 
 
 class MultiWorkerMirroredStrategy(Strategy):

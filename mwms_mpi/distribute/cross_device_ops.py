@@ -18,56 +18,7 @@ from mwms_mpi import errors
 from mwms_mpi.collective import Communicator, Op
 from mwms_mpi.types import CommunicationOptions, ReduceOp
 from mwms_mpi.values import DistributedValues, IndexedSlices, Mirrored, PerReplica, regroup
-
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-
-
-def as_array(value: Any) -> Any:
-    """Converts a value the way ``tf.constant`` does; numpy (and CuPy) arrays pass unchanged.
-
-    Python floats become float32, ints int32 (int64 when out of range), bools bool; nested
-    lists likewise; numpy scalars become 0-d arrays of their dtype.
-
-    Raises:
-      ValueError: for values that are not numbers or arrays (TF's conversion error).
-    """
-    kind = type(value)
-    if kind is np.ndarray or kind is IndexedSlices:
-        return value
-    if kind is float:
-        return np.array(value, dtype=np.float32)
-    if kind is bool:
-        return np.array(value, dtype=np.bool_)
-    if kind is int:
-        return np.array(value, dtype=np.int32 if _INT32_MIN <= value <= _INT32_MAX else np.int64)
-    if isinstance(value, np.generic):
-        return np.asarray(value)
-    if hasattr(value, "__cuda_array_interface__"):
-        return value
-    if isinstance(value, list | tuple):
-        array = np.asarray(value)
-        if array.dtype == np.float64 and not _has_numpy_leaf(value):
-            return array.astype(np.float32)
-        if (
-            array.dtype == np.int64
-            and not _has_numpy_leaf(value)
-            and (array.size == 0 or (array.min() >= _INT32_MIN and array.max() <= _INT32_MAX))
-        ):
-            return array.astype(np.int32)
-        if array.dtype != object:
-            return array
-    elif isinstance(value, complex):
-        return np.array(value, dtype=np.complex128)
-    raise ValueError(
-        f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a "
-        "Tensor."
-    )
-
-
-def _has_numpy_leaf(value: Any) -> bool:
-    if isinstance(value, list | tuple):
-        return any(_has_numpy_leaf(v) for v in value)
-    return isinstance(value, np.ndarray | np.generic)
+from mwms_mpi.values.convert import as_array  # also imported from here by distribute_lib
 
 
 def truediv(x: Any, n: Any, owned: bool) -> Any:

@@ -202,13 +202,40 @@ class Strategy:
         return self._extended._experimental_distribute_values_from_function(value_fn)
 
     def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
-        """Creates a ``DistributedDataset`` from a dataset (the input layer implements it)."""
+        """Creates `tf.distribute.DistributedDataset` from `tf.data.Dataset`.
+
+        The global batch is split across all replicas: the dataset is rebatched and auto-sharded
+        across workers per its ``auto_shard_policy``, as TF does (partial batches included).
+
+        Args:
+          dataset: `tf.data.Dataset` that will be sharded across all replicas using the rules
+            stated above.
+          options: `tf.distribute.InputOptions` used to control options on how this dataset is
+            distributed.
+
+        Returns:
+          A `tf.distribute.DistributedDataset`.
+        """
         return self._extended._experimental_distribute_dataset(dataset, options)
 
     def distribute_datasets_from_function(
         self, dataset_fn: Callable[[Any], Any], options: Any = None
     ) -> Any:
-        """Distributes datasets made by ``dataset_fn(InputContext)`` (the input layer's job)."""
+        """Distributes `tf.data.Dataset` instances created by calls to `dataset_fn`.
+
+        `dataset_fn` is called once per worker with a `tf.distribute.InputContext`; its dataset,
+        already batched by the per-replica batch size and sharded, is used as is: every replica
+        on the worker dequeues one batch per step.
+
+        Args:
+          dataset_fn: A function taking a `tf.distribute.InputContext` instance and returning a
+            `tf.data.Dataset`.
+          options: `tf.distribute.InputOptions` used to control options on how this dataset is
+            distributed.
+
+        Returns:
+          A `tf.distribute.DistributedDataset`.
+        """
         return self._extended._distribute_datasets_from_function(dataset_fn, options)
 
     def colocate_vars_with(self, colocate_with_variable: Any) -> Any:

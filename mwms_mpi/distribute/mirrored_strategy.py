@@ -24,7 +24,19 @@ from mwms_mpi.distribute.distribute_lib import (
     UpdateContext,
     _value_context,
 )
+from mwms_mpi.distribute.input_context import InputOptions, InputReplicationMode
+from mwms_mpi.distribute.input_lib import (
+    DistributedDataset,
+    InputWorkers,
+    get_distributed_dataset,
+    get_distributed_datasets_from_function,
+)
 from mwms_mpi.distribute.mirrored_run import MirroredReplicaContext, call_for_each_replica
+from mwms_mpi.distribute.variable_creation import (
+    create_variable,
+    read_var,
+    validate_colocate_distributed_variable,
+)
 from mwms_mpi.types import ReduceOp
 from mwms_mpi.values import DistributedValues, Mirrored, is_mirrored, regroup, select_replica
 
@@ -107,6 +119,41 @@ class MirroredExtended(StrategyExtended):
             return tuple(select_replica(i, value) for i in range(len(self._devices)))
         return (value,)
 
+    # -- input -------------------------------------------------------------------------------
+
+    def _input_workers(self) -> InputWorkers:
+        communicator = getattr(self, "_communicator", None)  # set by CollectiveAllReduceExtended
+        return InputWorkers(
+            self._num_workers, self._id_in_cluster, len(self._devices), communicator
+        )
+
+    def _experimental_distribute_dataset(
+        self, dataset: Any, options: InputOptions | None
+    ) -> DistributedDataset:
+        if options and options.experimental_replication_mode == InputReplicationMode.PER_REPLICA:
+            raise NotImplementedError(
+                "InputReplicationMode.PER_REPLICA is only supported in "
+                "`distribute_datasets_from_function`."
+            )
+        return get_distributed_dataset(
+            dataset,
+            self._input_workers(),
+            self._container_strategy(),
+            self._num_replicas_in_sync,
+            options,
+        )
+
+    def _distribute_datasets_from_function(
+        self, dataset_fn: Callable[[Any], Any], options: InputOptions | None
+    ) -> DistributedDataset:
+        return get_distributed_datasets_from_function(
+            dataset_fn,
+            self._input_workers(),
+            self._container_strategy(),
+            self._num_replicas_in_sync,
+            options,
+        )
+
     # -- reductions --------------------------------------------------------------------------
 
     def _get_cross_device_ops(self, value: Any) -> CrossDeviceOps:
@@ -185,6 +232,22 @@ class MirroredExtended(StrategyExtended):
     def value_container(self, value: Any) -> Any:
         """Returns the container that this per-replica ``value`` belongs to."""
         return super().value_container(value)
+
+    # -- variables ---------------------------------------------------------------------------
+
+    def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+        """The variable creator of ``scope()``: one component per replica of this worker."""
+        return create_variable(self, next_creator, self._broadcast_initial_value, **kwargs)
+
+    def _broadcast_initial_value(self, value: Any) -> Any:
+        return value  # one worker: nothing to agree on
+
+    def _validate_colocate_with_variable(self, colocate_with_variable: Any) -> None:
+        validate_colocate_distributed_variable(colocate_with_variable, self)
+
+    def read_var(self, v: Any) -> Any:
+        """Reads the value of a variable in cross-replica context (aggregated if ON_READ)."""
+        return read_var(v)
 
     # -- properties --------------------------------------------------------------------------
 

@@ -6,13 +6,21 @@ Split from ``distribute_lib`` to keep modules small; ``distribute_lib`` re-expor
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mwms_mpi import _context, nest
 from mwms_mpi.types import CommunicationOptions, ReduceOp, VariableAggregation, as_reduce_op
 from mwms_mpi.values import DistributedValues, select_replica
+from mwms_mpi.values.aggregation import UpdateContext, get_update_replica_id
+
+__all__ = [
+    "StrategyExtended",
+    "UpdateContext",
+    "get_update_replica_id",
+    "require_cross_replica_or_default_context_extended",
+    "require_replica_context",
+]
 
 _CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 Strategy = Any  # the container strategy (distribute_lib.Strategy); typed loosely to avoid a cycle
@@ -69,25 +77,6 @@ def require_replica_context(replica_ctx: ReplicaContext) -> None:
         f"Mismatching tf.distribute.Strategy objects: {entry.strategy} is not "
         f"{replica_ctx.strategy}."
     )
-
-
-_update_replica = threading.local()
-
-
-def get_update_replica_id() -> int | None:
-    """The local replica being updated inside ``extended.update``, or ``None``."""
-    return getattr(_update_replica, "current", None)
-
-
-@contextlib.contextmanager
-def UpdateContext(replica_id: int) -> Iterator[None]:
-    """Marks the code inside as updating local replica ``replica_id`` (TF's ``UpdateContext``)."""
-    old = get_update_replica_id()
-    _update_replica.current = replica_id
-    try:
-        yield
-    finally:
-        _update_replica.current = old
 
 
 # -- StrategyExtended -------------------------------------------------------------------------
@@ -240,13 +229,26 @@ class StrategyExtended:
 
     @contextlib.contextmanager
     def colocate_vars_with(self, colocate_with_variable: Any) -> Iterator[None]:
-        """Scope that controls which devices variables will be created on (recorded only)."""
+        """Scope that controls which devices variables will be created on.
+
+        Variables created inside get one component per component of ``colocate_with_variable``
+        (used by optimizers for slot variables).
+
+        Raises:
+          RuntimeError: outside this strategy's scope.
+          ValueError: for a variable not created in this strategy's scope (TF's message).
+        """
+        require_cross_replica_or_default_context_extended(self)
+        self._validate_colocate_with_variable(colocate_with_variable)
         previous = getattr(self, "_colocate_with", None)
         self._colocate_with = colocate_with_variable
         try:
             yield
         finally:
             self._colocate_with = previous
+
+    def _validate_colocate_with_variable(self, colocate_with_variable: Any) -> None:
+        pass
 
     def value_container(self, value: Any) -> Any:
         """Returns the container that this per-replica ``value`` belongs to."""

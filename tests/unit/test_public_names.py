@@ -27,12 +27,6 @@ TF_NAMES = json.loads((Path(__file__).with_name("tf_public_names.json")).read_te
 # TF names we deliberately do not provide (yet), with the reason.
 NOT_YET: dict[str, set[str]] = {
     "distribute": {
-        # the input issue (mwms_mpi.distribute.input_context / input_lib):
-        "DistributedDataset",
-        "DistributedIterator",
-        "InputContext",
-        "InputOptions",
-        "InputReplicationMode",
         # other strategies and TF runtime pieces, out of scope:
         "OneDeviceStrategy",
         "ParameterServerStrategy",
@@ -41,7 +35,6 @@ NOT_YET: dict[str, set[str]] = {
         "coordinator",
     },
     "distribute.experimental": {
-        "ValueContext",  # the input issue re-exports it with InputContext
         "CentralStorageStrategy",
         "CollectiveHints",
         "ParameterServerStrategy",

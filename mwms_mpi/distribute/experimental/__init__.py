@@ -1,8 +1,9 @@
-"""The tf.distribute.experimental mirror: the deprecated MWMS alias and communication options."""
+"""The tf.distribute.experimental mirror: the deprecated MWMS alias, options, ValueContext."""
 
 from mwms_mpi.distribute.collective_all_reduce_strategy import (
     _CollectiveAllReduceStrategyExperimental as MultiWorkerMirroredStrategy,
 )
+from mwms_mpi.distribute.input_context import ValueContext
 from mwms_mpi.types import (
     CollectiveCommunication,
     CommunicationImplementation,
@@ -14,4 +15,5 @@ __all__ = [
     "CommunicationImplementation",
     "CommunicationOptions",
     "MultiWorkerMirroredStrategy",
+    "ValueContext",
 ]

@@ -1,0 +1,98 @@
+"""Variables made in a mirrored strategy's scope: one component per replica, chief's value first.
+
+TF's ``MirroredExtended._create_variable`` and ``CollectiveAllReduceExtended``'s initial-value
+broadcast. Creation is a collective across workers: the first replica's initial value is
+computed on every worker, then the chief's is broadcast over the strategy's communicator, so
+every replica on every worker starts equal even when the workers computed different values.
+Every worker must therefore create the same variables in the same order. In a replica function
+the variable is made once per worker in a ``merge_call`` (TF makes it in replica 0's thread and
+hands the same object to the others), which keeps the broadcast on the thread owning MPI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import _context
+from mwms_mpi.values import select_replica
+from mwms_mpi.values.aggregation import check_mean_dtype
+from mwms_mpi.values.distributed_variable import DistributedVariable, create_mirrored_variable
+from mwms_mpi.values.variables import Variable, initial_value_array
+
+_COLOCATE_ERROR = (
+    "`colocate_vars_with` must only be passed a variable created in this "
+    "tf.distribute.Strategy.scope(), not"
+)
+
+
+def create_variable(
+    extended: Any,
+    next_creator: Callable[..., Variable],
+    broadcast: Callable[[np.ndarray], np.ndarray],
+    **kwargs: Any,
+) -> DistributedVariable:
+    """Creates a ``MirroredVariable`` or ``SyncOnReadVariable`` for ``extended``'s replicas.
+
+    Args:
+      extended: the ``MirroredExtended`` (or ``CollectiveAllReduceExtended``) creating it.
+      next_creator: makes one plain component from ``Variable`` keyword arguments.
+      broadcast: returns the chief's copy of the first replica's initial value (a collective
+        for several workers, the identity for one).
+      **kwargs: the ``Variable`` constructor's arguments, already checked.
+
+    Returns:
+      The distributed variable.
+
+    Raises:
+      ValueError: for synchronization NONE, or MEAN with a non-floating dtype (TF's messages),
+        before any collective.
+    """
+    replica_context = _context.current().replica_context
+    if replica_context is not None:
+
+        def merge_fn(_: Any, **merged: Any) -> DistributedVariable:
+            return create_variable(extended, next_creator, broadcast, **select_replica(0, merged))
+
+        return replica_context.merge_call(merge_fn, kwargs=kwargs)
+    colocate = getattr(extended, "_colocate_with", None)
+    devices = (
+        tuple(v.device for v in colocate.values) if colocate is not None else extended._devices
+    )
+
+    def real_mirrored_creator(**kw: Any) -> list[Variable]:
+        value = initial_value_array(kw["initial_value"], kw.get("dtype"))
+        check_mean_dtype(kw["aggregation"], value.dtype)
+        value = broadcast(value)
+        value_list: list[Variable] = []
+        for i, device in enumerate(devices):
+            kw_i = dict(kw, initial_value=value if i == 0 else value_list[0].value())
+            if i > 0:
+                kw_i["name"] = f"{value_list[0].name.split(':')[0]}/replica_{i}"
+            component = next_creator(**kw_i)
+            component._device = device
+            value_list.append(component)
+        return value_list
+
+    return create_mirrored_variable(extended._container_strategy(), real_mirrored_creator, **kwargs)
+
+
+def validate_colocate_distributed_variable(v: Any, extended: Any) -> None:
+    """``colocate_vars_with`` takes only a distributed variable of this strategy.
+
+    Raises:
+      ValueError: TF's message otherwise.
+    """
+    if not isinstance(v, DistributedVariable):
+        raise ValueError(f"{_COLOCATE_ERROR}: {v!r}")
+    if v.distribute_strategy.extended is not extended:
+        raise ValueError(f"{_COLOCATE_ERROR} {v}")
+
+
+def read_var(v: Any) -> Any:
+    """The cross-replica value of a variable (aggregated for sync-on-read) as a fresh array."""
+    if isinstance(v, Variable):
+        return v.read_value()
+    return v

@@ -1,0 +1,60 @@
+"""Adam with Keras's update rule (bias correction folded into the step size)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi.optimizers.optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    """``keras.optimizers.Adam``.
+
+    At step t: ``alpha = lr * sqrt(1 - beta_2**t) / (1 - beta_1**t)``,
+    ``m += (g - m) * (1 - beta_1)``, ``v += (g**2 - v) * (1 - beta_2)``,
+    ``var -= alpha * m / (sqrt(v) + epsilon)`` (AMSGrad keeps the largest ``v`` seen).
+
+    Args:
+      learning_rate: a float, 0.001 by default.
+      beta_1: the decay of the first moment, 0.9.
+      beta_2: the decay of the second moment, 0.999.
+      epsilon: added for numerical stability, 1e-7 as in Keras.
+      amsgrad: whether to use AMSGrad.
+      name: a name for the optimizer's variables.
+    """
+
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-7,
+        amsgrad: bool = False,
+        name: str = "adam",
+    ) -> None:
+        super().__init__(learning_rate, name)
+        self.beta_1, self.beta_2, self.epsilon, self.amsgrad = beta_1, beta_2, epsilon, amsgrad
+        self._slot_names = (
+            ("momentum", "velocity", "velocity_hat") if amsgrad else ("momentum", "velocity")
+        )
+
+    def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
+        # Keras's arithmetic, in the variable's dtype and order, so results match it bitwise.
+        cast = np.dtype(var.dtype).type
+        grad = np.asarray(grad, dtype=var.dtype)
+        lr = cast(np.float32(self.learning_rate))  # Keras keeps it in a float32 variable
+        t = cast(step)
+        beta_1_power, beta_2_power = cast(self.beta_1) ** t, cast(self.beta_2) ** t
+        alpha = lr * np.sqrt(cast(1) - beta_2_power) / (cast(1) - beta_1_power)
+        m, v = slots[0], slots[1]
+        m_old, v_old = np.asarray(m.numpy()), np.asarray(v.numpy())
+        m_new = m_old + (grad - m_old) * cast(1 - self.beta_1)
+        v_new = v_old + (np.square(grad) - v_old) * cast(1 - self.beta_2)
+        m.assign(m_new)
+        v.assign(v_new)
+        if self.amsgrad:
+            v_new = np.maximum(np.asarray(slots[2].numpy()), v_new)
+            slots[2].assign(v_new)
+        return var.assign_sub((m_new * alpha) / (np.sqrt(v_new) + cast(self.epsilon)))

@@ -1,0 +1,115 @@
+"""The optimizer base: Keras's pattern under a strategy, built only on the public strategy API.
+
+``apply_gradients`` in replica context does what Keras does under ``tf.distribute``: one
+``merge_call``; in it, the gradients are summed over every replica of every worker with one
+``extended.batch_reduce_to`` (packed collectives), then ``extended.update`` applies the same
+update to every copy of each variable, so mirrored variables stay bitwise equal. Slot variables
+(momentum, moments) are made in the strategy's scope on first use, so they are mirrored too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi.distribute import context
+from mwms_mpi.types import ReduceOp, VariableAggregation
+from mwms_mpi.values.variables import Variable
+
+
+class Optimizer:
+    """Applies gradients to variables; subclasses define the slots and the per-copy update.
+
+    Args:
+      learning_rate: a float.
+      name: a name for the optimizer's variables.
+    """
+
+    _slot_names: tuple[str, ...] = ()
+
+    def __init__(self, learning_rate: float, name: str) -> None:
+        self.learning_rate = float(learning_rate)
+        self.name = name
+        self._iterations: Any = None
+        self._slots: dict[int, list[Any]] = {}
+        self._built: list[Any] = []  # the variables slots were made for, in creation order
+
+    @property
+    def iterations(self) -> Any:
+        """The number of steps applied so far (a variable, made with the first step)."""
+        return self._iterations
+
+    def variables(self) -> list[Any]:
+        """The optimizer's own variables, for checkpoints: the step counter and every slot."""
+        found = [] if self._iterations is None else [self._iterations]
+        for var in self._built:
+            found.extend(self._slots[id(var)])
+        return found
+
+    def build(self, var_list: Sequence[Any]) -> None:
+        """Makes the step counter and the slots of ``var_list`` now, as Keras's ``build`` does.
+
+        Call it (in cross-replica context) before restoring a checkpoint into the optimizer;
+        otherwise they are made by the first ``apply_gradients``.
+        """
+        self._build(context.get_strategy(), list(var_list))
+
+    def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> Any:
+        """Sums the gradients over all replicas and applies them to every copy of each variable.
+
+        Args:
+          grads_and_vars: ``(gradient, variable)`` pairs; pairs with a ``None`` gradient are
+            skipped, as Keras does.
+
+        Returns:
+          The step counter variable.
+        """
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        replica_context = context.get_replica_context()
+        if replica_context is not None:
+            return replica_context.merge_call(self._distributed_apply, args=(pairs,))
+        return self._distributed_apply(context.get_strategy(), pairs)
+
+    def _distributed_apply(self, strategy: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
+        variables = [v for _, v in pairs]
+        self._build(strategy, variables)
+        reduced = strategy.extended.batch_reduce_to(ReduceOp.SUM, list(pairs))
+        step = int(np.asarray(self._iterations.numpy())) + 1
+        for grad, var in zip(reduced, variables, strict=True):
+            strategy.extended.update(
+                var,
+                self._update_step,
+                args=(grad, *self._slots[id(var)]),
+                kwargs={"step": step},
+                group=False,
+            )
+        self._iterations.assign_add(np.int64(1))
+        return self._iterations
+
+    def _build(self, strategy: Any, variables: Sequence[Any]) -> None:
+        """Makes the step counter and each new variable's slots, in the strategy's scope."""
+        new = [v for v in variables if id(v) not in self._slots]
+        if self._iterations is not None and not new:
+            return
+        with strategy.scope():
+            if self._iterations is None:
+                self._iterations = Variable(
+                    np.int64(0),
+                    trainable=False,
+                    name=f"{self.name}/iteration",
+                    aggregation=VariableAggregation.ONLY_FIRST_REPLICA,
+                )
+            for var in new:
+                shape, dtype = tuple(var.shape), np.dtype(var.dtype)
+                base = var.name.split(":")[0]
+                self._slots[id(var)] = [
+                    Variable(np.zeros(shape, dtype), trainable=False, name=f"{base}/{slot}")
+                    for slot in self._slot_names
+                ]
+                self._built.append(var)
+
+    def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
+        """Updates one copy of ``var`` (and its slots' copies) with the summed ``grad``."""
+        raise NotImplementedError

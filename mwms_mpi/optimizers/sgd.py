@@ -1,0 +1,52 @@
+"""Stochastic gradient descent with optional (Nesterov) momentum, with Keras's update rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi.optimizers.optimizer import Optimizer
+
+
+class SGD(Optimizer):
+    """``keras.optimizers.SGD``: ``v -= lr * g``, or with momentum
+    ``m = momentum * m - lr * g; v += m`` (Nesterov: ``v += momentum * m - lr * g``).
+
+    Args:
+      learning_rate: a float, 0.01 by default as in Keras.
+      momentum: a float >= 0.
+      nesterov: whether to use Nesterov momentum.
+      name: a name for the optimizer's variables.
+
+    Raises:
+      ValueError: for a negative momentum (Keras's message).
+    """
+
+    def __init__(
+        self,
+        learning_rate: float = 0.01,
+        momentum: float = 0.0,
+        nesterov: bool = False,
+        name: str = "SGD",
+    ) -> None:
+        if not isinstance(momentum, float | int) or momentum < 0 or momentum > 1:
+            raise ValueError("`momentum` must be a float between [0, 1].")
+        super().__init__(learning_rate, name)
+        self.momentum = float(momentum)
+        self.nesterov = nesterov
+        self._slot_names = ("momentum",) if self.momentum else ()
+
+    def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
+        dtype = np.dtype(var.dtype)
+        lr = dtype.type(np.float32(self.learning_rate))  # Keras keeps it in a float32 variable
+        grad = np.asarray(grad, dtype=dtype)
+        if not slots:
+            return var.assign_sub(lr * grad)
+        (m,) = slots
+        momentum = dtype.type(self.momentum)
+        m_new = np.asarray(m.numpy()) * momentum - grad * lr
+        m.assign(m_new)
+        if self.nesterov:
+            return var.assign_add(m_new * momentum - grad * lr)
+        return var.assign_add(m_new)

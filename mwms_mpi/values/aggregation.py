@@ -1,0 +1,278 @@
+"""TF's on-write / on-read update and aggregation rules for distributed variables (values_util).
+
+The strategy is an opaque object here (:class:`StrategyLike`): this layer calls only its public
+API (``scope``, ``reduce``, ``experimental_local_results``, ``extended.reduce_to``/
+``broadcast_to``/``update``) and reads the per-thread context from ``mwms_mpi._context``, so it
+needs no MPI and no strategy import. The update-replica marker (TF's ``UpdateContext``) lives
+here because variables must read it; the strategy layer re-exports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import numpy as np
+
+from mwms_mpi import _context
+from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
+from mwms_mpi.values.convert import convert_to_dtype
+from mwms_mpi.values.distributed import PerReplica
+
+
+class StrategyLike(Protocol):
+    """What variables need of a strategy (``tf.distribute.Strategy``'s public API)."""
+
+    @property
+    def extended(self) -> Any: ...
+
+    @property
+    def num_replicas_in_sync(self) -> int: ...
+
+    def scope(self) -> Any: ...
+
+    def reduce(self, reduce_op: Any, value: Any, axis: Any) -> Any: ...
+
+    def experimental_local_results(self, value: Any) -> tuple[Any, ...]: ...
+
+
+# -- TF's UpdateContext ---------------------------------------------------------------------
+
+_update_replica = threading.local()
+
+
+def get_update_replica_id() -> int | None:
+    """The local replica being updated inside ``extended.update``, or ``None``."""
+    return getattr(_update_replica, "current", None)
+
+
+@contextlib.contextmanager
+def UpdateContext(replica_id: int) -> Iterator[None]:
+    """Marks the code inside as updating local replica ``replica_id`` (TF's ``UpdateContext``)."""
+    old = get_update_replica_id()
+    _update_replica.current = replica_id
+    try:
+        yield
+    finally:
+        _update_replica.current = old
+
+
+def in_replica_update_context() -> bool:
+    """Whether this thread is inside ``extended.update`` for one component."""
+    return get_update_replica_id() is not None
+
+
+# -- context helpers --------------------------------------------------------------------------
+
+
+def in_cross_replica_context() -> bool:
+    """``tf.distribute.in_cross_replica_context()``."""
+    return _context.current().cross_replica_context is not None
+
+
+def current_replica_id() -> int | None:
+    """The global replica id of this thread's (non-default) replica context, else ``None``."""
+    ctx = _context.current().replica_context
+    if ctx is None:
+        return None
+    return int(ctx.replica_id_in_sync_group)
+
+
+@contextlib.contextmanager
+def enter_or_assert_strategy(strategy: StrategyLike) -> Iterator[None]:
+    """Enters ``strategy``'s scope outside any strategy; inside one, asserts it is ``strategy``.
+
+    Raises:
+      RuntimeError: inside another strategy's scope (TF's "Mixing different" error).
+    """
+    entry = _context.current()
+    if entry.strategy is _context.get_default().strategy:
+        with strategy.scope():
+            yield
+        return
+    if entry.strategy is not strategy:
+        raise RuntimeError(
+            f"Mixing different tf.distribute.Strategy objects: {entry.strategy} is not {strategy}"
+        )
+    yield
+
+
+def assert_replica_context(strategy: StrategyLike) -> None:
+    """Raises unless in a replica context of ``strategy``.
+
+    Raises:
+      RuntimeError: TF's message.
+    """
+    ctx = _context.current().replica_context
+    if ctx is None or ctx.strategy is not strategy:
+        raise RuntimeError("Replica-local variables may only be assigned in a replica context.")
+
+
+# -- creation checks (distribute_utils) -----------------------------------------------------
+
+
+def validate_synchronization(
+    synchronization: VariableSynchronization, name: str | None
+) -> VariableSynchronization:
+    """AUTO becomes ON_WRITE; NONE and anything else raise, as TF does under a strategy.
+
+    Raises:
+      ValueError: for ``NONE`` or an invalid mode (TF's messages).
+    """
+    if synchronization == VariableSynchronization.NONE:
+        raise ValueError(
+            "`NONE` variable synchronization mode is not supported with tf.distribute strategy. "
+            "Please change the `synchronization` for variable: " + str(name)
+        )
+    if synchronization not in (
+        VariableSynchronization.ON_READ,
+        VariableSynchronization.ON_WRITE,
+        VariableSynchronization.AUTO,
+    ):
+        raise ValueError(
+            f"Invalid variable synchronization mode: {synchronization} for variable: {name}"
+        )
+    if synchronization == VariableSynchronization.AUTO:
+        return VariableSynchronization.ON_WRITE
+    return synchronization
+
+
+def validate_aggregation(aggregation: Any, name: str | None) -> VariableAggregation:
+    """Raises for anything but a ``VariableAggregation``.
+
+    Raises:
+      ValueError: TF's "Invalid variable aggregation mode" message.
+    """
+    if not isinstance(aggregation, VariableAggregation):
+        raise ValueError(f"Invalid variable aggregation mode: {aggregation} for variable: {name}")
+    return aggregation
+
+
+def check_mean_dtype(aggregation: VariableAggregation, dtype: Any) -> None:
+    """A distributed variable with MEAN must be floating point.
+
+    Raises:
+      ValueError: TF's message, for MEAN with a non-floating dtype.
+    """
+    if aggregation == VariableAggregation.MEAN and np.dtype(dtype).kind not in "fc":
+        raise ValueError(
+            "creating distributed tf.Variable with aggregation=MEAN and a non-floating dtype is "
+            "not supported, please use a different aggregation or dtype"
+        )
+
+
+# -- on-write (MirroredVariable) ------------------------------------------------------------
+
+
+def apply_aggregation(
+    strategy: StrategyLike, value: Any, aggregation: VariableAggregation, destinations: Any
+) -> Any:
+    """ONLY_FIRST_REPLICA broadcasts this worker's first replica; SUM/MEAN ``reduce_to``.
+
+    Raises:
+      ValueError: for ``NONE`` (``ReduceOp.from_variable_aggregation``).
+    """
+    if aggregation == VariableAggregation.ONLY_FIRST_REPLICA:
+        return strategy.extended.broadcast_to(
+            strategy.experimental_local_results(value)[0], destinations=destinations
+        )
+    reduce_op = ReduceOp.from_variable_aggregation(aggregation)
+    return strategy.extended.reduce_to(reduce_op, value, destinations)
+
+
+def on_write_update_replica(
+    var: Any, update_fn: Callable[..., Any], value: Any, **kwargs: Any
+) -> Any:
+    """Updates a MirroredVariable in replica context (TF 2.21's ``_on_write_update_replica``).
+
+    With aggregation NONE each replica updates only its own component (TF 2.21 does not raise;
+    the components may then differ). Otherwise the values are aggregated in a ``merge_call``
+    and every component is updated with the result.
+
+    Raises:
+      ValueError: MEAN on a non-floating variable with per-replica values (TF's message).
+    """
+    if var.aggregation == VariableAggregation.NONE:
+        return update_fn(var._get_on_device_or_primary(), value, **kwargs)
+
+    def merge_fn(strategy: Any, value: Any, **kwargs: Any) -> Any:
+        if (
+            var.aggregation == VariableAggregation.MEAN
+            and np.dtype(var.dtype).kind not in "fc"
+            and isinstance(value, PerReplica)
+        ):
+            raise ValueError(
+                "Cannot update non-float variables with tf.VariableAggregation.MEAN aggregation "
+                "in replica context. Either change the variable dtype to float or update it in "
+                "cross-replica context."
+            )
+        v = apply_aggregation(strategy, value, var.aggregation, var)
+        return var._update_cross_replica(update_fn, v, **kwargs)
+
+    ctx = _context.current().replica_context
+    return ctx.merge_call(merge_fn, args=(value,), kwargs=kwargs)
+
+
+# -- on-read (SyncOnReadVariable) in cross-replica context ---------------------------------
+
+
+def assign_on_each_device(
+    var: Any, assign_func: Callable[[Any, Any], Any], value: Any, read_value: bool
+) -> Any:
+    """Applies ``assign_func(component, value)`` to every component; then reads ``var``."""
+    for component in var._values:
+        assign_func(component, value)
+    if not read_value:
+        return None
+    return var.read_value()
+
+
+def on_read_assign_cross_replica(var: Any, value: Any, read_value: bool = True) -> Any:
+    """Cross-replica ``assign``: with SUM each component gets ``value / num_replicas_in_sync``.
+
+    The division keeps the aggregated (summed) value equal to ``value``, which is how a
+    checkpoint restore works; the quotient is cast back to the variable's dtype as TF does.
+    """
+    tensor = (
+        convert_to_dtype(value, var.dtype)
+        if var.aggregation != VariableAggregation.SUM
+        else (_divide_cast(value, var.distribute_strategy.num_replicas_in_sync, var.dtype))
+    )
+    return assign_on_each_device(var, lambda c, t: c.assign(t), tensor, read_value)
+
+
+def _divide_cast(value: Any, n: int, dtype: Any) -> np.ndarray:
+    array = convert_to_dtype(value, dtype)
+    quotient = (
+        np.true_divide(array, n) if array.dtype.kind in "iub" else array / np.asarray(n, dtype)
+    )
+    return np.asarray(quotient).astype(dtype)
+
+
+def _on_read_add_or_sub_cross_replica(var: Any, value: Any, read_value: bool, method: str) -> Any:
+    if var.aggregation == VariableAggregation.SUM:
+        raise ValueError(
+            f"SyncOnReadVariable does not support `{method}` in cross-replica context when "
+            "aggregation is set to `tf.VariableAggregation.SUM`."
+        )
+    return assign_on_each_device(var, lambda c, t: getattr(c, method)(t), value, read_value)
+
+
+def on_read_assign_add_cross_replica(var: Any, value: Any, read_value: bool = True) -> Any:
+    """Cross-replica ``assign_add`` adds to every component.
+
+    Raises:
+      ValueError: with aggregation SUM (TF's message).
+    """
+    return _on_read_add_or_sub_cross_replica(var, value, read_value, "assign_add")
+
+
+def on_read_assign_sub_cross_replica(var: Any, value: Any, read_value: bool = True) -> Any:
+    """Cross-replica ``assign_sub`` subtracts from every component.
+
+    Raises:
+      ValueError: with aggregation SUM (TF's message).
+    """
+    return _on_read_add_or_sub_cross_replica(var, value, read_value, "assign_sub")

@@ -1,0 +1,94 @@
+"""Values to numpy arrays the way ``tf.constant``/``convert_to_tensor`` convert them (no MPI)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi.values.indexed_slices import IndexedSlices
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def as_array(value: Any) -> Any:
+    """Converts a value the way ``tf.constant`` does; numpy (and CuPy) arrays pass unchanged.
+
+    Python floats become float32, ints int32 (int64 when out of range), bools bool; nested
+    lists likewise; numpy scalars become 0-d arrays of their dtype; a variable is read (a fresh
+    array).
+
+    Raises:
+      ValueError: for values that are not numbers or arrays (TF's conversion error).
+    """
+    kind = type(value)
+    if kind is np.ndarray or kind is IndexedSlices:
+        return value
+    if kind is float:
+        return np.array(value, dtype=np.float32)
+    if kind is bool:
+        return np.array(value, dtype=np.bool_)
+    if kind is int:
+        return np.array(value, dtype=np.int32 if _INT32_MIN <= value <= _INT32_MAX else np.int64)
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if hasattr(value, "__cuda_array_interface__"):
+        return value
+    if getattr(value, "_is_mwms_variable", False):
+        return value.read_value()
+    if isinstance(value, list | tuple):
+        array = np.asarray(value)
+        if array.dtype == np.float64 and not _has_numpy_leaf(value):
+            return array.astype(np.float32)
+        if (
+            array.dtype == np.int64
+            and not _has_numpy_leaf(value)
+            and (array.size == 0 or (array.min() >= _INT32_MIN and array.max() <= _INT32_MAX))
+        ):
+            return array.astype(np.int32)
+        if array.dtype != object:
+            return array
+    elif isinstance(value, complex):
+        return np.array(value, dtype=np.complex128)
+    raise ValueError(
+        f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a "
+        "Tensor."
+    )
+
+
+def _has_numpy_leaf(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return any(_has_numpy_leaf(v) for v in value)
+    return isinstance(value, np.ndarray | np.generic)
+
+
+def _python_leaves(value: Any) -> list[Any]:
+    if isinstance(value, list | tuple):
+        return [leaf for v in value for leaf in _python_leaves(v)]
+    return [value]
+
+
+def convert_to_dtype(value: Any, dtype: Any) -> np.ndarray:
+    """A fresh array of ``value`` in ``dtype``, as ``tf.convert_to_tensor(value, dtype)`` does.
+
+    numpy arrays and scalars are cast (TF casts numpy input too); Python numbers must fit the
+    dtype: a float (even ``1.0``) or a bool is not converted to an integer dtype.
+
+    Raises:
+      TypeError: for a Python value that TF cannot convert to ``dtype``.
+    """
+    dtype = np.dtype(dtype)
+    if getattr(value, "_is_mwms_variable", False):
+        value = value.read_value()
+    if isinstance(value, np.ndarray | np.generic) or hasattr(value, "__array__"):
+        return np.array(value, dtype=dtype, copy=True)
+    leaves = _python_leaves(value) if isinstance(value, list | tuple | float | int | bool) else []
+    for leaf in leaves:
+        bad = (
+            (isinstance(leaf, float) and dtype.kind in "iub")
+            or (isinstance(leaf, bool) and dtype.kind != "b")
+            or (isinstance(leaf, complex) and dtype.kind != "c")
+        )
+        if bad:
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
+    return np.array(as_array(value), dtype=dtype, copy=True)

@@ -1,0 +1,344 @@
+"""DistributedVariable, MirroredVariable and SyncOnReadVariable: one plain component per replica.
+
+TF's ``values.py`` classes with the update rules of ``values/aggregation.py``. The components
+are plain ``Variable`` objects, in local replica order; the strategy is an opaque handle
+(``aggregation.StrategyLike``). ``create_mirrored_variable`` is TF's
+``distribute_utils.create_mirrored_variable``: the strategy's creator hook calls it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
+from mwms_mpi.values import aggregation as agg
+from mwms_mpi.values.distributed import DistributedValues, Mirrored, PerReplica
+from mwms_mpi.values.variables import Variable
+
+
+def _assign(var: Any, *args: Any, **kwargs: Any) -> Any:
+    return var.assign(*args, **kwargs)
+
+
+def _assign_add(var: Any, *args: Any, **kwargs: Any) -> Any:
+    return var.assign_add(*args, **kwargs)
+
+
+def _assign_sub(var: Any, *args: Any, **kwargs: Any) -> Any:
+    return var.assign_sub(*args, **kwargs)
+
+
+def _fresh(x: Any) -> np.ndarray:
+    """A fresh array of a component variable or an (already fresh) reduced array."""
+    if isinstance(x, Variable):
+        return x.read_value()
+    return np.asarray(x)
+
+
+class DistributedVariable(DistributedValues, Variable):
+    """Holds a map from replica to variables (TF's ``DistributedVariable``).
+
+    Args:
+      strategy: the strategy that created it (an opaque handle).
+      values: the component variables, one per local replica.
+      aggregation: the ``VariableAggregation``.
+
+    Raises:
+      ValueError: for MEAN with a non-floating dtype (TF's message).
+    """
+
+    _is_distributed_variable = True
+    _is_mirrored = False
+
+    def __init__(
+        self,
+        strategy: agg.StrategyLike,
+        values: Sequence[Variable],
+        aggregation: VariableAggregation,
+    ) -> None:
+        agg.check_mean_dtype(aggregation, values[0].dtype)
+        DistributedValues.__init__(self, values)
+        self._distribute_strategy = strategy
+        self._aggregation = aggregation
+        self._common_name = values[0].name.split(":")[0]
+        self._distributed_container = None
+        for v in values:
+            v._distributed_container = weakref.ref(self)
+
+    # -- properties of the primary ---------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The name of the first replica's component."""
+        return str(self._primary.name)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The dtype of the components."""
+        return self._primary.dtype
+
+    @property
+    def shape(self) -> Any:
+        """The shape of the components."""
+        return self._primary.shape
+
+    @property
+    def trainable(self) -> bool:
+        """Whether the variable is trainable."""
+        return bool(self._primary.trainable)
+
+    @property
+    def synchronization(self) -> VariableSynchronization:
+        """ON_WRITE for a mirrored variable, ON_READ for a sync-on-read one."""
+        return self._primary.synchronization
+
+    @property
+    def aggregation(self) -> VariableAggregation:
+        """The ``VariableAggregation``."""
+        return self._aggregation
+
+    @property
+    def device(self) -> str:
+        """The device of the component of the current replica (the primary outside one)."""
+        return str(self._get_on_device_or_primary().device)
+
+    @property
+    def constraint(self) -> Any:
+        """The constraint function of the primary, or ``None``."""
+        return self._primary.constraint
+
+    def __len__(self) -> int:
+        raise TypeError(f"object of type '{type(self).__name__}' has no len()")
+
+    # -- which component -------------------------------------------------------------------
+
+    def _local_replica_id(self) -> int | None:
+        replica_id = agg.current_replica_id()
+        if replica_id is not None:
+            return replica_id % len(self._values)
+        return agg.get_update_replica_id()
+
+    def _get_replica(self, replica_id: int) -> Variable:
+        return self._values[replica_id]
+
+    def _get(self) -> Any:
+        """The current replica's component, or the cross-replica value."""
+        replica_id = self._local_replica_id()
+        if replica_id is None:
+            return self._get_cross_replica()
+        return self._get_replica(replica_id)
+
+    def _get_on_device_or_primary(self) -> Any:
+        replica_id = self._local_replica_id()
+        return self._get_replica(0 if replica_id is None else replica_id)
+
+    def _get_cross_replica(self) -> Any:
+        raise NotImplementedError("must be implemented in descendants")
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _dense(self) -> Any:
+        return self.value()
+
+    def read_value(self) -> np.ndarray:
+        """The value in the current context: the replica's own, or the cross-replica value."""
+        with agg.enter_or_assert_strategy(self._distribute_strategy):
+            return _fresh(self._get())
+
+    def value(self) -> np.ndarray:
+        """The value of the current replica's component (the primary's outside a replica)."""
+        return self._get_on_device_or_primary().value()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.array(self.read_value(), dtype=dtype)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def assign(
+        self,
+        value: Any,
+        use_locking: bool = False,
+        name: str | None = None,
+        read_value: bool = True,
+    ) -> Any:
+        """Assigns ``value`` following the variable's synchronization and aggregation."""
+        return self._update(
+            _assign, value, use_locking=use_locking, name=name, read_value=read_value
+        )
+
+    def assign_add(
+        self,
+        delta: Any,
+        use_locking: bool = False,
+        name: str | None = None,
+        read_value: bool = True,
+    ) -> Any:
+        """Adds ``delta`` following the variable's synchronization and aggregation."""
+        return self._update(
+            _assign_add, delta, use_locking=use_locking, name=name, read_value=read_value
+        )
+
+    def assign_sub(
+        self,
+        delta: Any,
+        use_locking: bool = False,
+        name: str | None = None,
+        read_value: bool = True,
+    ) -> Any:
+        """Subtracts ``delta`` following the variable's synchronization and aggregation."""
+        return self._update(
+            _assign_sub, delta, use_locking=use_locking, name=name, read_value=read_value
+        )
+
+    def _update(self, update_fn: Callable[..., Any], value: Any, **kwargs: Any) -> Any:
+        """``_update_replica`` in replica context, else every component via ``extended.update``."""
+        with agg.enter_or_assert_strategy(self._distribute_strategy):
+            if agg.in_cross_replica_context():
+                update_replica_id = agg.get_update_replica_id()
+                if update_replica_id is not None:
+                    return update_fn(self._get_replica(update_replica_id), value, **kwargs)
+                return self._update_cross_replica(update_fn, value, **kwargs)
+            agg.assert_replica_context(self._distribute_strategy)
+            return self._update_replica(update_fn, value, **kwargs)
+
+    def _update_cross_replica(
+        self, update_fn: Callable[..., Any], value: Any, **kwargs: Any
+    ) -> Any:
+        return self._distribute_strategy.extended.update(
+            self, update_fn, args=(value,), kwargs=kwargs, group=True
+        )
+
+    def _update_replica(self, update_fn: Callable[..., Any], value: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("must be implemented in descendants")
+
+
+class MirroredVariable(DistributedVariable, Mirrored):
+    """Holds a map from replica to variables whose values are kept in sync."""
+
+    _is_mirrored = True
+
+    def _get_cross_replica(self) -> Any:
+        return self._get_on_device_or_primary()
+
+    def _update_replica(self, update_fn: Callable[..., Any], value: Any, **kwargs: Any) -> Any:
+        return agg.on_write_update_replica(self, update_fn, value, **kwargs)
+
+
+class SyncOnReadVariable(DistributedVariable):
+    """Holds a map from replica to variables whose values are reduced on save (and on read)."""
+
+    def _get(self) -> Any:
+        with agg.enter_or_assert_strategy(self._distribute_strategy):
+            return super()._get()
+
+    def _get_cross_replica(self) -> Any:
+        """Aggregates every replica of every worker (a collective), except ONLY_FIRST_REPLICA.
+
+        Raises:
+          ValueError: for aggregation NONE (``ReduceOp.from_variable_aggregation``).
+        """
+        if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA:
+            return self._get_replica(0)
+        reduce_op = ReduceOp.from_variable_aggregation(self._aggregation)
+        with agg.enter_or_assert_strategy(self._distribute_strategy):
+            local = PerReplica(tuple(v.read_value() for v in self._values))
+            return self._distribute_strategy.reduce(reduce_op, local, axis=None)
+
+    def _cross_replica_write(self) -> bool:
+        return agg.in_cross_replica_context() and not agg.in_replica_update_context()
+
+    def assign(
+        self,
+        value: Any,
+        use_locking: bool = False,
+        name: str | None = None,
+        read_value: bool = True,
+    ) -> Any:
+        """In replica context assigns the replica's own component; in cross-replica context
+        every component (SUM divides ``value`` by ``num_replicas_in_sync``)."""
+        with agg.enter_or_assert_strategy(self._distribute_strategy):
+            if self._cross_replica_write():
+                return agg.on_read_assign_cross_replica(self, value, read_value=read_value)
+            return super().assign(value, use_locking, name, read_value)
+
+    def assign_add(
+        self,
+        delta: Any,
+        use_locking: bool = False,
+        name: str | None = None,
+        read_value: bool = True,
+    ) -> Any:
+        """Adds to the replica's own component, or every component in cross-replica context.
+
+        Raises:
+          ValueError: in cross-replica context with aggregation SUM (TF's message).
+        """
+        with agg.enter_or_assert_strategy(self._distribute_strategy):
+            if self._cross_replica_write():
+                return agg.on_read_assign_add_cross_replica(self, delta, read_value=read_value)
+            return super().assign_add(delta, use_locking, name, read_value)
+
+    def assign_sub(
+        self,
+        delta: Any,
+        use_locking: bool = False,
+        name: str | None = None,
+        read_value: bool = True,
+    ) -> Any:
+        """Subtracts from the replica's own component, or every one in cross-replica context.
+
+        Raises:
+          ValueError: in cross-replica context with aggregation SUM (TF's message).
+        """
+        with agg.enter_or_assert_strategy(self._distribute_strategy):
+            if self._cross_replica_write():
+                return agg.on_read_assign_sub_cross_replica(self, delta, read_value=read_value)
+            return super().assign_sub(delta, use_locking, name, read_value)
+
+    def _update_replica(self, update_fn: Callable[..., Any], value: Any, **kwargs: Any) -> Any:
+        return update_fn(self._get_on_device_or_primary(), value, **kwargs)
+
+    def value(self) -> np.ndarray:
+        """The aggregated value in cross-replica context, else the replica's own component."""
+        with agg.enter_or_assert_strategy(self._distribute_strategy):
+            if self._cross_replica_write():
+                if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA:
+                    return self._get_replica(0).value()
+                return _fresh(self._get_cross_replica())
+            return self._get_on_device_or_primary().value()
+
+
+def create_mirrored_variable(
+    strategy: agg.StrategyLike, real_mirrored_creator: Callable[..., list[Variable]], **kwargs: Any
+) -> DistributedVariable:
+    """Creates a distributed variable with the given synchronization and aggregation.
+
+    ``synchronization`` AUTO/ON_WRITE gives a ``MirroredVariable``, ON_READ a
+    ``SyncOnReadVariable``; the checks run before ``real_mirrored_creator`` (which may be a
+    collective), so a bad argument raises on every worker alike.
+
+    Args:
+      strategy: the strategy creating it.
+      real_mirrored_creator: called with the checked keyword arguments; returns the components.
+      **kwargs: the ``Variable`` constructor's arguments.
+
+    Raises:
+      ValueError: for synchronization NONE or an invalid mode or aggregation (TF's messages).
+    """
+    name = kwargs.get("name")
+    synchronization = agg.validate_synchronization(
+        kwargs.get("synchronization", VariableSynchronization.AUTO), name
+    )
+    kwargs["synchronization"] = synchronization
+    aggregation = agg.validate_aggregation(
+        kwargs.get("aggregation", VariableAggregation.NONE), name
+    )
+    kwargs.pop("caching_device", None)
+    value_list = real_mirrored_creator(**kwargs)
+    if synchronization == VariableSynchronization.ON_READ:
+        return SyncOnReadVariable(strategy, value_list, aggregation)
+    return MirroredVariable(strategy, value_list, aggregation)

@@ -1,0 +1,444 @@
+"""``mwms_mpi.Variable`` and its distributed forms (TF's variables.py and values.py, numpy-backed).
+
+``Variable(...)`` outside any strategy is a plain variable. Inside a strategy's scope (or its
+replica functions) the call goes to the strategy's ``extended._create_variable(next_creator,
+**kwargs)`` hook, which builds one plain component per local replica with ``next_creator`` and
+wraps them with :func:`create_mirrored_variable`. This module never imports the strategy layer.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import _context, errors
+from mwms_mpi.types import VariableAggregation, VariableSynchronization
+from mwms_mpi.values.convert import as_array, convert_to_dtype
+
+_CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+def initial_value_array(initial_value: Any, dtype: Any = None) -> np.ndarray:
+    """Calls a callable initial value and converts it as ``tf.Variable`` does (a fresh array).
+
+    Raises:
+      ValueError: when ``initial_value`` is ``None`` (TF's message).
+      TypeError: for a Python value that cannot be converted to ``dtype``.
+    """
+    if initial_value is None:
+        raise ValueError(
+            "The `initial_value` arg to `tf.Variable` must be specified except when you are not "
+            "providing a `variable_def`. You provided neither."
+        )
+    if callable(initial_value):
+        initial_value = initial_value()
+    if dtype is not None:
+        return convert_to_dtype(initial_value, dtype)
+    return np.array(as_array(initial_value), copy=True)
+
+
+class _VariableMeta(type):
+    """Routes ``Variable(...)`` through the current strategy's variable creator (TF's metaclass)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is not Variable:
+            return super().__call__(*args, **kwargs)
+        bound = _SIGNATURE.bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        kw = dict(bound.arguments)
+        del kw["self"]
+        kw["synchronization"], kw["aggregation"], kw["trainable"] = _validate_plain(
+            kw["synchronization"], kw["aggregation"], kw["trainable"], kw["name"]
+        )
+        strategy = _context.current().strategy
+        if strategy is not _context.get_default().strategy:
+            creator = getattr(strategy.extended, "_create_variable", None)
+            if creator is not None:
+                return creator(_plain_creator, **kw)
+        return _plain_creator(**kw)
+
+
+def _plain_creator(**kwargs: Any) -> Variable:
+    return type.__call__(Variable, **kwargs)
+
+
+def _validate_plain(
+    synchronization: Any, aggregation: Any, trainable: bool | None, name: str | None
+) -> tuple[VariableSynchronization, VariableAggregation, bool]:
+    """TF's ``validate_synchronization_aggregation_trainable``."""
+    if aggregation is None:
+        aggregation = VariableAggregation.NONE
+    elif not isinstance(aggregation, VariableAggregation):
+        try:
+            aggregation = VariableAggregation(aggregation)
+        except ValueError:
+            raise ValueError(
+                f"Invalid variable aggregation mode: {aggregation} for variable: {name}"
+            ) from None
+    if synchronization is None:
+        synchronization = VariableSynchronization.AUTO
+    elif not isinstance(synchronization, VariableSynchronization):
+        try:
+            synchronization = VariableSynchronization(synchronization)
+        except ValueError:
+            raise ValueError(
+                f"Invalid variable synchronization mode: {synchronization} for variable: {name}"
+            ) from None
+    if trainable is None:
+        trainable = synchronization != VariableSynchronization.ON_READ
+    return synchronization, aggregation, bool(trainable)
+
+
+def _operand(x: Any) -> Any:
+    return x._dense() if isinstance(x, Variable) else x
+
+
+def _binary(op: Callable[[Any, Any], Any], reflected: bool = False) -> Any:
+    def method(self: Variable, other: Any) -> Any:
+        a, b = self._dense(), _operand(other)
+        return np.asarray(op(b, a) if reflected else op(a, b))
+
+    return method
+
+
+class Variable(metaclass=_VariableMeta):
+    """A variable maintains shared, persistent state manipulated by a program (``tf.Variable``).
+
+    The value is a numpy array. Reads (``read_value``, ``value``, ``numpy``, operators) return
+    fresh arrays; ``assign``/``assign_add``/``assign_sub`` convert the value to the variable's
+    dtype as ``tf.convert_to_tensor`` does and keep the shape. Inside ``strategy.scope()`` the
+    constructor returns a ``MirroredVariable`` or ``SyncOnReadVariable``.
+
+    Args:
+      initial_value: an array-like, or a callable returning one, the initial value.
+      trainable: whether gradients are taken of it; defaults to ``True`` unless
+        ``synchronization`` is ``ON_READ``.
+      validate_shape: accepted for TF compatibility (shapes are always checked).
+      caching_device: accepted and ignored.
+      name: the name; ``"Variable"`` by default. The variable's ``name`` is ``name + ":0"``.
+      variable_def: not supported; must be ``None``.
+      dtype: the dtype to convert the initial value to; inferred as ``tf.constant`` does.
+      import_scope: accepted and ignored.
+      constraint: stored as ``constraint`` (optimizers may apply it).
+      synchronization: a ``VariableSynchronization``.
+      aggregation: a ``VariableAggregation``.
+      shape: the shape, possibly with ``None`` dimensions (or ``None`` for any shape), which
+        then allows assigning values of other shapes.
+      experimental_enable_variable_lifting: accepted and ignored.
+
+    Raises:
+      ValueError: for a missing initial value, an incompatible ``shape``, or invalid
+        ``synchronization``/``aggregation`` (TF's messages).
+      TypeError: for an initial value that cannot be converted to ``dtype``.
+    """
+
+    _is_mwms_variable = True
+    _is_distributed_variable = False
+    _distribute_strategy: Any = None
+    _device = _CPU0
+
+    def __init__(
+        self,
+        initial_value: Any = None,
+        trainable: bool | None = None,
+        validate_shape: bool = True,
+        caching_device: Any = None,
+        name: str | None = None,
+        variable_def: Any = None,
+        dtype: Any = None,
+        import_scope: Any = None,
+        constraint: Callable[[Any], Any] | None = None,
+        synchronization: VariableSynchronization = VariableSynchronization.AUTO,
+        aggregation: VariableAggregation = VariableAggregation.NONE,
+        shape: Any = None,
+        experimental_enable_variable_lifting: bool = True,
+    ) -> None:
+        del validate_shape, caching_device, import_scope, experimental_enable_variable_lifting
+        if variable_def is not None:
+            raise NotImplementedError("variable_def is not supported (there are no graphs here)")
+        self._synchronization, self._aggregation, self._trainable = _validate_plain(
+            synchronization, aggregation, trainable, name
+        )
+        value = initial_value_array(initial_value, dtype)
+        self._value = value
+        self._dtype = value.dtype
+        self._shape = value.shape if shape is None else _as_shape(shape)
+        if not _compatible(self._shape, value.shape):
+            raise ValueError(
+                f"In this `tf.Variable` creation, the initial value's shape ({value.shape}) is "
+                f"not compatible with the explicitly supplied `shape` argument ({self._shape})."
+            )
+        self._name = f"{name if name is not None else 'Variable'}:0"
+        self._constraint = constraint
+        self._distributed_container: Any = None
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The name of this variable (``"<name>:0"``)."""
+        return self._name
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The dtype of this variable (a numpy dtype)."""
+        return self._dtype
+
+    @property
+    def shape(self) -> Any:
+        """The shape of this variable, a tuple (``None`` entries for unknown dimensions)."""
+        return self._shape
+
+    def get_shape(self) -> Any:
+        """Alias of ``shape``."""
+        return self.shape
+
+    @property
+    def trainable(self) -> bool:
+        """Whether this variable is trainable."""
+        return self._trainable
+
+    @property
+    def synchronization(self) -> VariableSynchronization:
+        """The ``VariableSynchronization`` this variable was created with."""
+        return self._synchronization
+
+    @property
+    def aggregation(self) -> VariableAggregation:
+        """The ``VariableAggregation`` this variable was created with."""
+        return self._aggregation
+
+    @property
+    def constraint(self) -> Any:
+        """The constraint function, or ``None``."""
+        return self._constraint
+
+    @property
+    def device(self) -> str:
+        """The device of this variable."""
+        return self._device
+
+    @property
+    def distribute_strategy(self) -> Any:
+        """The strategy this variable was created under (``None`` for a plain variable)."""
+        return self._distribute_strategy
+
+    @property
+    def initial_value(self) -> Any:
+        """Not available eagerly, as in TF.
+
+        Raises:
+          RuntimeError: always (TF's eager message).
+        """
+        raise RuntimeError("This property is not supported when eager execution is enabled.")
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _dense(self) -> Any:
+        """The current value for computing with (not necessarily a copy)."""
+        return self._value
+
+    def read_value(self) -> np.ndarray:
+        """Returns the value of this variable, read in the current context (a fresh array)."""
+        return self._value.copy()
+
+    def value(self) -> np.ndarray:
+        """Returns the last snapshot of this variable (a fresh array)."""
+        return self._value.copy()
+
+    def numpy(self) -> Any:
+        """Returns the value as a numpy array (a fresh array; numpy scalar for 0-d, as TF)."""
+        value = self.read_value()
+        return value[()] if value.ndim == 0 else value
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.array(self.read_value(), dtype=dtype)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def assign(
+        self,
+        value: Any,
+        use_locking: bool = False,
+        name: str | None = None,
+        read_value: bool = True,
+    ) -> Any:
+        """Assigns a new value to the variable.
+
+        Returns:
+          The variable when ``read_value`` is true, else ``None``.
+
+        Raises:
+          ValueError: if the value's shape is incompatible (TF's message).
+          TypeError: if the value cannot be converted to the variable's dtype.
+        """
+        array = convert_to_dtype(value, self._dtype)
+        if not _compatible(self._shape, array.shape):
+            raise ValueError(
+                f"Cannot assign value to variable ' {self._name}': Shape mismatch.The variable "
+                f"shape {self._shape}, and the assigned value shape {array.shape} are incompatible."
+            )
+        self._value = array
+        return self if read_value else None
+
+    def _apply(self, value: Any, read_value: bool, op: Any, op_name: str) -> Any:
+        array = convert_to_dtype(value, self._dtype)
+        if array.shape != self._value.shape:
+            raise errors.InvalidArgumentError(
+                None,
+                op_name,
+                f"Cannot update variable with shape {list(self._value.shape)} using a Tensor "
+                f"with shape {list(array.shape)}, shapes must be equal.",
+            )
+        op(self._value, array, out=self._value, casting="unsafe")
+        return self if read_value else None
+
+    def assign_add(
+        self,
+        delta: Any,
+        use_locking: bool = False,
+        name: str | None = None,
+        read_value: bool = True,
+    ) -> Any:
+        """Adds a value to this variable.
+
+        Returns:
+          The variable when ``read_value`` is true, else ``None``.
+
+        Raises:
+          InvalidArgumentError: if the shapes are not equal (TF's message).
+        """
+        return self._apply(delta, read_value, np.add, "AssignAddVariableOp")
+
+    def assign_sub(
+        self,
+        delta: Any,
+        use_locking: bool = False,
+        name: str | None = None,
+        read_value: bool = True,
+    ) -> Any:
+        """Subtracts a value from this variable.
+
+        Returns:
+          The variable when ``read_value`` is true, else ``None``.
+
+        Raises:
+          InvalidArgumentError: if the shapes are not equal (TF's message).
+        """
+        return self._apply(delta, read_value, np.subtract, "AssignSubVariableOp")
+
+    # -- Python protocol -------------------------------------------------------------------
+
+    def ref(self) -> Any:
+        """A hashable reference to this variable (``deref()`` returns it), as TF's ``ref``."""
+        return _Reference(self)
+
+    def __hash__(self) -> int:
+        raise TypeError(
+            f"Variable is unhashable. Instead, use variable.ref() as the key. (Variable: {self})"
+        )
+
+    def __repr__(self) -> str:
+        array = np.asarray(self._dense())
+        value = repr(array) if array.ndim else str(array[()])
+        return (
+            f"<mwms_mpi.Variable '{self.name}' shape={self.shape} dtype={self.dtype}, "
+            f"numpy={value}>"
+        )
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return np.array(self._dense()[key])
+
+    def __bool__(self) -> bool:
+        return bool(self._dense())
+
+    def __float__(self) -> float:
+        return float(self._dense())
+
+    def __int__(self) -> int:
+        return int(self._dense())
+
+    def __index__(self) -> int:
+        return int(np.asarray(self._dense()).__index__())
+
+    def __neg__(self) -> np.ndarray:
+        return np.asarray(-self._dense())
+
+    def __pos__(self) -> np.ndarray:
+        return np.array(self._dense())
+
+    def __abs__(self) -> np.ndarray:
+        return np.asarray(abs(self._dense()))
+
+    def __invert__(self) -> np.ndarray:
+        return np.asarray(~self._dense())
+
+    __add__ = _binary(np.add)
+    __radd__ = _binary(np.add, reflected=True)
+    __sub__ = _binary(np.subtract)
+    __rsub__ = _binary(np.subtract, reflected=True)
+    __mul__ = _binary(np.multiply)
+    __rmul__ = _binary(np.multiply, reflected=True)
+    __truediv__ = _binary(np.true_divide)
+    __rtruediv__ = _binary(np.true_divide, reflected=True)
+    __floordiv__ = _binary(np.floor_divide)
+    __rfloordiv__ = _binary(np.floor_divide, reflected=True)
+    __mod__ = _binary(np.mod)
+    __rmod__ = _binary(np.mod, reflected=True)
+    __pow__ = _binary(np.power)
+    __rpow__ = _binary(np.power, reflected=True)
+    __matmul__ = _binary(np.matmul)
+    __rmatmul__ = _binary(np.matmul, reflected=True)
+    __and__ = _binary(np.logical_and)
+    __rand__ = _binary(np.logical_and, reflected=True)
+    __or__ = _binary(np.logical_or)
+    __ror__ = _binary(np.logical_or, reflected=True)
+    __xor__ = _binary(np.logical_xor)
+    __rxor__ = _binary(np.logical_xor, reflected=True)
+    __lt__ = _binary(np.less)
+    __le__ = _binary(np.less_equal)
+    __gt__ = _binary(np.greater)
+    __ge__ = _binary(np.greater_equal)
+    __eq__ = _binary(np.equal)
+    __ne__ = _binary(np.not_equal)
+
+
+_SIGNATURE = inspect.signature(Variable.__init__)
+
+
+class _Reference:
+    """A hashable reference to a variable (TF's ``Reference``)."""
+
+    __slots__ = ("_wrapped",)
+
+    def __init__(self, wrapped: Any) -> None:
+        self._wrapped = wrapped
+
+    def deref(self) -> Any:
+        """Returns the referenced variable."""
+        return self._wrapped
+
+    def __hash__(self) -> int:
+        return id(self._wrapped)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reference) and other._wrapped is self._wrapped
+
+
+def _as_shape(shape: Any) -> Any:
+    if shape is None:
+        return None
+    if isinstance(shape, int):
+        return (shape,)
+    return tuple(None if d is None else int(d) for d in shape)
+
+
+def _compatible(declared: Any, actual: tuple[int, ...]) -> bool:
+    if declared is None:
+        return True
+    if len(declared) != len(actual):
+        return False
+    return all(d is None or d == a for d, a in zip(declared, actual, strict=True))
