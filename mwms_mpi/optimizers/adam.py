@@ -46,7 +46,9 @@ class Adam(Optimizer):
         grad = np.asarray(grad, dtype=var.dtype)
         lr = cast(np.float32(self.learning_rate))  # Keras keeps it in a float32 variable
         t = cast(step)
-        beta_1_power, beta_2_power = cast(self.beta_1) ** t, cast(self.beta_2) ** t
+        # Keras casts the betas through float32 (a Python float becomes a float32 tensor first)
+        beta_1_power = cast(np.float32(self.beta_1)) ** t
+        beta_2_power = cast(np.float32(self.beta_2)) ** t
         alpha = lr * np.sqrt(cast(1) - beta_2_power) / (cast(1) - beta_1_power)
         m, v = slots[0], slots[1]
         m_old, v_old = np.asarray(m.numpy()), np.asarray(v.numpy())

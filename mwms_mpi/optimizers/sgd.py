@@ -44,7 +44,7 @@ class SGD(Optimizer):
         if not slots:
             return var.assign_sub(lr * grad)
         (m,) = slots
-        momentum = dtype.type(self.momentum)
+        momentum = dtype.type(np.float32(self.momentum))  # Keras's cast goes through float32
         m_new = np.asarray(m.numpy()) * momentum - grad * lr
         m.assign(m_new)
         if self.nesterov:
