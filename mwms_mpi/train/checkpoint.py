@@ -28,6 +28,7 @@ else the ``distribute_strategy`` of the first saved variable that has one.
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import types
@@ -347,6 +348,10 @@ class Checkpoint:
         for leaf, _, _, value in plan:
             if _is_array(leaf):
                 np.copyto(leaf, value, casting="unsafe")
+            elif _takes_read_value(leaf):
+                # No read back: reading a SyncOnRead variable is a collective (and raises for
+                # aggregation NONE), and TF's restore does not read either.
+                leaf.assign(value, read_value=False)
             else:
                 leaf.assign(value)
         if "save_counter" in data.arrays:
@@ -384,3 +389,11 @@ def _not_trackable(name: str, value: Any) -> ValueError:
         f"`Trackable`), got {value!r}. Trackable here: variables (with `assign` and `numpy`), "
         "numpy arrays, and dicts, lists, Checkpoints and objects holding them."
     )
+
+
+def _takes_read_value(leaf: Any) -> bool:
+    """Whether ``leaf.assign`` accepts ``read_value`` (mwms_mpi and TF variables do)."""
+    try:
+        return "read_value" in inspect.signature(leaf.assign).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False

@@ -235,19 +235,18 @@ def on_read_assign_cross_replica(var: Any, value: Any, read_value: bool = True) 
     The division keeps the aggregated (summed) value equal to ``value``, which is how a
     checkpoint restore works; the quotient is cast back to the variable's dtype as TF does.
     """
-    tensor = (
-        convert_to_dtype(value, var.dtype)
-        if var.aggregation != VariableAggregation.SUM
-        else (_divide_cast(value, var.distribute_strategy.num_replicas_in_sync, var.dtype))
-    )
+    tensor = convert_to_dtype(value, var.dtype)
+    if var.aggregation == VariableAggregation.SUM:
+        tensor = _divide_cast(tensor, var.distribute_strategy.num_replicas_in_sync, var.dtype)
     return assign_on_each_device(var, lambda c, t: c.assign(t), tensor, read_value)
 
 
-def _divide_cast(value: Any, n: int, dtype: Any) -> np.ndarray:
-    array = convert_to_dtype(value, dtype)
-    quotient = (
-        np.true_divide(array, n) if array.dtype.kind in "iub" else array / np.asarray(n, dtype)
-    )
+def _divide_cast(array: np.ndarray, n: int, dtype: Any) -> np.ndarray:
+    """``cast(array / n, dtype)``: integers divide in float64 and truncate, as TF's truediv."""
+    if array.dtype.kind in "iub":
+        quotient = np.true_divide(array, n)
+    else:
+        quotient = array / np.asarray(n, dtype)
     return np.asarray(quotient).astype(dtype)
 
 

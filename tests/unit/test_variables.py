@@ -8,6 +8,7 @@ beside each check.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -47,24 +48,32 @@ def test_plain_variable_basics() -> None:
 
 def test_plain_variable_errors() -> None:
     # TF: init None RAISES ValueError The `initial_value` arg to `tf.Variable` must be specified
-    with pytest.raises(ValueError, match="`initial_value` arg to `tf.Variable` must be specified"):
+    with pytest.raises(
+        ValueError, match=re.escape("`initial_value` arg to `tf.Variable` must be specified")
+    ):
         mwms_mpi.Variable()
     # TF: dtype arg float to int RAISES TypeError Cannot convert 1.5 to EagerTensor of dtype int32
-    with pytest.raises(TypeError, match="Cannot convert 1.5 to EagerTensor of dtype int32"):
+    with pytest.raises(
+        TypeError, match=re.escape("Cannot convert 1.5 to EagerTensor of dtype int32")
+    ):
         mwms_mpi.Variable(1.5, dtype=np.int32)
     # TF: plain agg bad RAISES ValueError Invalid variable aggregation mode: SUM for variable: None
-    with pytest.raises(ValueError, match="Invalid variable aggregation mode: SUM for variable: None"):
+    with pytest.raises(
+        ValueError, match=re.escape("Invalid variable aggregation mode: SUM for variable: None")
+    ):
         mwms_mpi.Variable(1.0, aggregation="SUM")
     # TF: shape arg bad RAISES ValueError In this `tf.Variable` creation, the initial value's
     # shape ((2,)) is not compatible with the explicitly supplied `shape` argument ((3,)).
     with pytest.raises(ValueError, match=r"initial value's shape \(\(2,\)\) is not compatible"):
         mwms_mpi.Variable([1.0, 2.0], shape=(3,))
     # TF: initial_value RAISES RuntimeError This property is not supported when eager ...
-    with pytest.raises(RuntimeError, match="not supported when eager execution is enabled"):
+    with pytest.raises(
+        RuntimeError, match=re.escape("not supported when eager execution is enabled")
+    ):
         _ = mwms_mpi.Variable(1.0).initial_value
     # TF: hash RAISES TypeError Variable is unhashable. Instead, use variable.ref() as the key.
     v = mwms_mpi.Variable(1.0)
-    with pytest.raises(TypeError, match="Variable is unhashable"):
+    with pytest.raises(TypeError, match=re.escape("Variable is unhashable")):
         hash(v)
     assert {v.ref(): 1}[v.ref()] == 1 and v.ref().deref() is v
 
@@ -88,7 +97,9 @@ def test_plain_assign_semantics() -> None:
     assert v.read_value() == 3.0
     i = mwms_mpi.Variable(1)
     # TF: int var assign 1.0 RAISES TypeError Cannot convert 1.0 to EagerTensor of dtype int32
-    with pytest.raises(TypeError, match="Cannot convert 1.0 to EagerTensor of dtype int32"):
+    with pytest.raises(
+        TypeError, match=re.escape("Cannot convert 1.0 to EagerTensor of dtype int32")
+    ):
         i.assign(1.0)
     # TF: int var assign np.float32 -> 2; int var assign_add np.int64 array -> 4
     assert i.assign(np.float32(2.0)).numpy() == 2
@@ -114,7 +125,6 @@ def test_plain_reads_are_fresh_and_operators_work() -> None:
     r = w.read_value()
     r[0] = 100.0
     np.asarray(w)[1] = 100.0
-    w[0]  # noqa: B018
     np.testing.assert_array_equal(w.numpy(), [3.0, 4.0])
     # TF: mul [6., 8.], radd [4., 5.], neg [-3., -4.], pow [9., 16.], float32 kept
     assert (w * 2).tolist() == [6.0, 8.0] and (w * 2).dtype == np.float32
@@ -134,7 +144,9 @@ def test_from_variable_aggregation() -> None:
     assert ReduceOp.from_variable_aggregation(A.SUM) == ReduceOp.SUM
     assert ReduceOp.from_variable_aggregation(A.MEAN) == ReduceOp.MEAN
     for bad in (A.NONE, A.ONLY_FIRST_REPLICA):
-        with pytest.raises(ValueError, match="Could not convert from `tf.VariableAggregation`"):
+        with pytest.raises(
+            ValueError, match=re.escape("Could not convert from `tf.VariableAggregation`")
+        ):
             ReduceOp.from_variable_aggregation(bad)
 
 
@@ -164,13 +176,19 @@ def test_creation_in_scope(strategy: Any) -> None:
         rt = mwms_mpi.Variable(1.0, synchronization=S.ON_READ, trainable=True)
         # TF: sync NONE RAISES ValueError `NONE` variable synchronization mode is not supported
         # with tf.distribute strategy. Please change the `synchronization` for variable: None
-        with pytest.raises(ValueError, match="`NONE` variable synchronization mode is not"):
+        with pytest.raises(
+            ValueError, match=re.escape("`NONE` variable synchronization mode is not")
+        ):
             mwms_mpi.Variable(1.0, synchronization=S.NONE)
         # TF: MEAN int create RAISES ValueError creating distributed tf.Variable with
         # aggregation=MEAN and a non-floating dtype is not supported, ...
-        with pytest.raises(ValueError, match="aggregation=MEAN and a non-floating dtype"):
+        with pytest.raises(
+            ValueError, match=re.escape("aggregation=MEAN and a non-floating dtype")
+        ):
             mwms_mpi.Variable(1, aggregation=A.MEAN)
-        with pytest.raises(ValueError, match="aggregation=MEAN and a non-floating dtype"):
+        with pytest.raises(
+            ValueError, match=re.escape("aggregation=MEAN and a non-floating dtype")
+        ):
             mwms_mpi.Variable(4, synchronization=S.ON_READ, aggregation=A.MEAN)
     # TF: name Variable:0 ['Variable:0', 'Variable/replica_1:0'] MirroredVariable
     # TF: names w w:0 w:0 ['w:0', 'w/replica_1:0']; trainable True False True
@@ -238,7 +256,9 @@ def test_mirrored_same_python_value_in_replica_context(strategy: Any) -> None:
     # value 1.0 cannot be reduced with the given reduce op ReduceOp.SUM.
     with strategy.scope():
         v = mwms_mpi.Variable(10.0, aggregation=A.SUM)
-    with pytest.raises(ValueError, match="A non-DistributedValues value 1.0 cannot be reduced"):
+    with pytest.raises(
+        ValueError, match=re.escape("A non-DistributedValues value 1.0 cannot be reduced")
+    ):
         strategy.run(lambda: v.assign_add(1.0))
     # TF: mirrored MEAN replica-ctx assign_add python const -> [11.0, 11.0]
     with strategy.scope():
@@ -277,9 +297,11 @@ def test_sync_on_read(strategy: Any) -> None:
         local = strategy.experimental_local_results(strategy.run(lambda v=v: v.read_value()))
         assert [float(x) for x in local] == [5.0, 6.0]
         if aggregation == A.NONE:
-            with pytest.raises(ValueError, match="Could not convert from `tf.VariableAggregation`"):
+            with pytest.raises(
+                ValueError, match=re.escape("Could not convert from `tf.VariableAggregation`")
+            ):
                 v.read_value()
-            with pytest.raises(ValueError, match="Could not convert"):
+            with pytest.raises(ValueError, match=re.escape("Could not convert")):
                 v.numpy()
             continue
         assert v.read_value() == expected_read[aggregation] == v.numpy() == v.value()
@@ -348,9 +370,12 @@ def test_create_in_run_and_colocate(strategy: Any) -> None:
         with strategy.extended.colocate_vars_with(made):
             slot = mwms_mpi.Variable(0.0)
         assert len(slot.values) == 2
-        with pytest.raises(ValueError, match="`colocate_vars_with` must only be passed"):
-            with strategy.extended.colocate_vars_with(mwms_mpi.Variable(1.0).values[0]):
-                pass
+        plain = mwms_mpi.Variable(1.0).values[0]
+        with (
+            pytest.raises(ValueError, match=re.escape("`colocate_vars_with` must only be passed")),
+            strategy.extended.colocate_vars_with(plain),
+        ):
+            pass
 
 
 def test_replica_reads_and_strategy_mixing(strategy: Any) -> None:
@@ -364,5 +389,5 @@ def test_replica_reads_and_strategy_mixing(strategy: Any) -> None:
         3.0,
     ]
     other = ds.MirroredStrategy(["/cpu:0"])
-    with other.scope(), pytest.raises(RuntimeError, match="Mixing different"):
+    with other.scope(), pytest.raises(RuntimeError, match=re.escape("Mixing different")):
         v.assign(1.0)
