@@ -154,7 +154,7 @@ class Communicator:
             deadline = None
         else:
             deadline = self._deadline(self._options.merge(options))
-        key = (op, array.dtype, array.shape)
+        key = (op, native(array.dtype), array.shape)  # a function of the layout alone
         try:
             slot = self._reductions.get(key)
             if slot is None or self._always_check:
@@ -202,7 +202,7 @@ class Communicator:
         arrays = list(arrays)
         first = arrays[0] if arrays else np.empty(0)
         seq, backend, opts, deadline = self._begin("batch_all_reduce", first, options)
-        dtypes, shapes = tuple([a.dtype for a in arrays]), tuple([a.shape for a in arrays])
+        dtypes, shapes = tuple([native(a.dtype) for a in arrays]), tuple([a.shape for a in arrays])
         key = ("batch_all_reduce", op, opts.bytes_per_pack, dtypes, shapes)
         try:
             plan = self._seen.get(key)
@@ -292,7 +292,7 @@ class Communicator:
         Every rank passes an array of the same shape and dtype; only ``root``'s content is used.
         """
         seq, backend, _, deadline = self._begin("broadcast", array, options)
-        key = ("broadcast", root, array.dtype, array.shape)
+        key = ("broadcast", root, native(array.dtype), array.shape)
         try:
             if self._always_check or key not in self._seen:
                 layout = Layout(

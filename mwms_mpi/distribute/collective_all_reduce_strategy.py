@@ -22,7 +22,7 @@ from mwms_mpi.cluster import (
     check_mpi_world,
     multi_worker_util,
 )
-from mwms_mpi.collective import Communicator
+from mwms_mpi.collective import Communicator, Op
 from mwms_mpi.distribute.cross_device_ops import (
     CollectiveAllReduce,
     CrossDeviceOps,
@@ -119,6 +119,8 @@ class CollectiveAllReduceExtended(MirroredExtended):
             if self._num_workers > 1
             else None
         )
+        if self._communicator is not None:
+            _check_same_replica_count(self._communicator, len(local))
         self._cross_device_ops = CollectiveAllReduce(
             local, len(local) * self._num_workers, communication_options, self._communicator
         )
@@ -166,7 +168,7 @@ class CollectiveAllReduceExtended(MirroredExtended):
         """The chief's (worker 0's) initial value on every worker (TF's broadcast_send/recv)."""
         if self._communicator is None:
             return value
-        return np.array(self._communicator.broadcast(value, root=0), copy=True)
+        return self._communicator.broadcast(value, root=0)  # a fresh array
 
     def _get_cross_device_ops(self, value: Any) -> CrossDeviceOps:
         num = len(value.values) if isinstance(value, DistributedValues) else 1
@@ -227,11 +229,22 @@ class CollectiveAllReduceExtended(MirroredExtended):
         """Whether this worker is the chief."""
         return self._is_chief
 
-    def _get_local_replica_id(self, replica_id_in_sync_group: int) -> int:
-        return replica_id_in_sync_group - self._id_in_cluster * len(self._devices)
 
-    def _get_replica_id_in_sync_group(self, replica_id: int) -> int:
-        return self._id_in_cluster * len(self._devices) + replica_id
+def _check_same_replica_count(communicator: Communicator, k: int) -> None:
+    """Raises on every rank unless every worker runs ``k`` local replicas (one collective).
+
+    TF leaves differing counts undefined; here replica ids, MEAN denominators and input splits
+    would silently differ between workers, e.g. when ranks are placed unevenly on GPU nodes.
+    """
+    most, minus_least = communicator.all_reduce(np.array([k, -k], dtype=np.int64), Op.MAX)
+    if most != -minus_least:
+        communicator.close()
+        raise ValueError(
+            "MultiWorkerMirroredStrategy needs the same number of local replicas on every "
+            f"worker, but workers have between {-minus_least} and {most} (this one: {k}). "
+            "Pass cluster_resolver=MPIClusterResolver(num_accelerators={'GPU': k}) with one k "
+            "for all, or place as many ranks on every node."
+        )
 
 
 def _check_not_per_replica(options: InputOptions | None) -> None:

@@ -73,19 +73,18 @@ def _num_destinations(destinations: Any) -> int:
     return 1
 
 
+def _fresh(value: Any) -> Any:
+    """A copy of an array or ``IndexedSlices``: a result must never be the caller's input."""
+    if isinstance(value, IndexedSlices):
+        return IndexedSlices(value.values.copy(), value.indices.copy(), value.dense_shape)
+    return value.copy()
+
+
 def _mirror(result: Any, count: int) -> Any:
     """``result`` on ``count`` destinations: itself for one, else a ``Mirrored`` of copies."""
     if count == 1:
         return result
-    if isinstance(result, IndexedSlices):
-        return Mirrored(
-            [result]
-            + [
-                IndexedSlices(result.values.copy(), result.indices.copy(), result.dense_shape)
-                for _ in range(count - 1)
-            ]
-        )
-    return Mirrored([result, *(result.copy() for _ in range(count - 1))])
+    return Mirrored([result, *(_fresh(result) for _ in range(count - 1))])
 
 
 def reduce_non_distributed_value(
@@ -103,14 +102,14 @@ def reduce_non_distributed_value(
     if isinstance(value, np.ndarray) and not np.any(value):
         return np.zeros(value.shape, dtype=value.dtype)
     if reduce_op == ReduceOp.MEAN:
-        return value
+        return _fresh(value)
     if num_replicas_in_graph != 1:
         raise ValueError(
             f"A non-DistributedValues value {value} cannot be reduced with the given reduce op "
             f"{reduce_op}."
         )
     validate_destinations(destinations)
-    return _mirror(value, _num_destinations(destinations))
+    return _mirror(_fresh(value), _num_destinations(destinations))
 
 
 def _split_pairs(pairs: Sequence[tuple[Any, Any]]) -> tuple[list[Any], list[int]]:
@@ -177,7 +176,9 @@ class CrossDeviceOps:
         per_replica_value = _make_per_replica(per_replica_value)
         validate_destinations(destinations)
         if self._num_between_graph_workers == 1 and len(per_replica_value.values) == 1:
-            return _mirror(as_array(per_replica_value.values[0]), _num_destinations(destinations))
+            return _mirror(
+                _fresh(as_array(per_replica_value.values[0])), _num_destinations(destinations)
+            )
         return self.reduce_implementation(reduce_op, per_replica_value, destinations, options)
 
     def batch_reduce(
@@ -193,7 +194,7 @@ class CrossDeviceOps:
         """
         per_value, counts = _split_pairs(value_destination_pairs)
         if self._num_between_graph_workers == 1 and per_value and len(per_value[0]) == 1:
-            return [regroup(tuple(as_array(x) for x in v), Mirrored) for v in per_value]
+            return [regroup(tuple(_fresh(as_array(x)) for x in v), Mirrored) for v in per_value]
         results = self._reduce_many(reduce_op, per_value, options)
         return [r if c == 1 else _mirror(r, c) for r, c in zip(results, counts, strict=True)]
 
@@ -284,6 +285,8 @@ class CrossDeviceOps:
         if self._accumulate is not None:
             return as_array(self._accumulate(arrays))
         dtype = arrays[0].dtype
+        if dtype.kind == "b":  # TF's add_n has no bool kernel (nor has MPI's SUM here)
+            raise errors.InvalidArgumentError(None, "reduce", "bool values cannot be summed")
         for a in arrays[1:]:
             if a.dtype != dtype or a.shape != arrays[0].shape:
                 raise errors.InvalidArgumentError(
@@ -331,7 +334,7 @@ class CrossDeviceOps:
         comm = self._comm
         distributed = comm is not None and comm.size > 1
         if len(arrays) == 1 and not distributed:
-            return _mirror(arrays[0], count)
+            return _mirror(_fresh(arrays[0]), count)
         first = arrays[0]
         for a in arrays[1:]:
             if a.dtype != first.dtype or a.ndim != first.ndim:

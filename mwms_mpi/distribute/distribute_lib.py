@@ -23,7 +23,7 @@ from mwms_mpi.distribute.strategy_extended import (
     require_replica_context,
 )
 from mwms_mpi.types import CommunicationOptions, ReduceOp, as_reduce_op
-from mwms_mpi.values import IndexedSlices, regroup, select_replica
+from mwms_mpi.values import IndexedSlices, select_replica
 
 
 class _CurrentDistributionContext:
@@ -438,8 +438,3 @@ def _make_default_entry() -> _context.ContextEntry:
 
 
 _context.set_default_factory(_make_default_entry)
-
-
-def regroup_results(values: Sequence[Any]) -> Any:
-    """Regroups the per-replica results of ``fn`` (TF's ``regroup`` with ``PerReplica``)."""
-    return regroup(tuple(values))

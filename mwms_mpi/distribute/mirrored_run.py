@@ -91,6 +91,8 @@ class MirroredReplicaContext(ReplicaContext):
         t = self._thread
         if t is None or threading.current_thread() is not t:
             return super()._merge_call(merge_fn, args, kwargs)
+        if t.coord.should_stop():  # told to stop already: nobody would resume this replica
+            raise _RequestedStop()
         t.merge_fn, t.merge_args, t.merge_kwargs = merge_fn, args, kwargs
         t.has_paused.set()
         t.should_run.wait()

@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from mwms_mpi import nest
 from mwms_mpi.distribute.cross_device_ops import (
     CrossDeviceOps,
@@ -199,7 +201,7 @@ class MirroredExtended(StrategyExtended):
         self, value: Any, destinations: Any, axis: int, options: Any
     ) -> Any:
         if not isinstance(value, DistributedValues):
-            return value
+            return value.copy() if isinstance(value, np.ndarray) else value  # never the input
         return self._get_cross_device_ops(value)._gather(
             value, destinations=destinations, axis=axis, options=options
         )
@@ -228,10 +230,6 @@ class MirroredExtended(StrategyExtended):
             with UpdateContext(i):
                 updates.append(fn(*select_replica(i, args), **select_replica(i, kwargs)))
         return _update_regroup(self, updates, group)
-
-    def value_container(self, value: Any) -> Any:
-        """Returns the container that this per-replica ``value`` belongs to."""
-        return super().value_container(value)
 
     # -- variables ---------------------------------------------------------------------------
 

@@ -145,6 +145,26 @@ def test_seen_layouts_are_agreed_once(comm: Communicator) -> None:
     assert comm.stats.agreements == before + 1
 
 
+def test_byte_order_does_not_decide_whether_to_agree(comm: Communicator) -> None:
+    # Whether to agree may depend only on the layout, which every rank shares (DESIGN §4); a
+    # byte-swapped array has its native twin's layout. Were byte order part of the decision, a
+    # rank passing ">f8" where the others pass "<f8" would wait alone in the agreement while
+    # they wait in the data collective: a hang.
+    native = np.arange(19 * 2, dtype=np.float64).reshape(19, 2)
+    swapped = native.astype(native.dtype.newbyteorder())
+    comm.all_reduce(native)
+    comm.batch_all_reduce([native, native[0]])
+    comm.broadcast(native)
+    before = comm.stats.agreements
+    mine = swapped if comm.rank == 0 else native
+    np.testing.assert_array_equal(comm.all_reduce(swapped), native * comm.size)
+    np.testing.assert_array_equal(comm.all_reduce(mine), native * comm.size)
+    out = comm.batch_all_reduce([mine, mine[0]])
+    np.testing.assert_array_equal(out[1], native[0] * comm.size)
+    np.testing.assert_array_equal(comm.broadcast(mine), native)
+    assert comm.stats.agreements == before
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_all_gather_uneven_sizes_in_rank_order(comm: Communicator, axis: int) -> None:
     def contribution(r: int) -> np.ndarray:

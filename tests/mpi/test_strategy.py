@@ -362,6 +362,18 @@ def test_construction_errors() -> None:
             ds.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
 
 
+def test_workers_with_different_replica_counts_raise_on_every_rank() -> None:
+    # TF leaves it undefined; here the replica ids, MEAN denominators and input splits would
+    # silently differ between workers (k = GPUs // ranks on the node differs with uneven
+    # placement), so construction refuses it on every rank.
+    rank, size = _rank_size()
+    if size == 1:
+        pytest.skip("needs two workers")
+    resolver = MPIClusterResolver(num_accelerators={"CPU": 2 if rank == 0 else 1})
+    with pytest.raises(ValueError, match="same number of local replicas"):
+        ds.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+
+
 # 12 --------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import mwms_mpi.distribute as ds
+from mwms_mpi import errors
 from mwms_mpi.distribute.cross_device_ops import as_array, reduce_non_distributed_value
 from mwms_mpi.types import ReduceOp, VariableAggregation
 from mwms_mpi.values import IndexedSlices, Mirrored, PerReplica
@@ -114,6 +115,51 @@ def test_errors_propagate_and_mismatched_merge_calls(ms2: ds.MirroredStrategy) -
     with pytest.raises(RuntimeError, match="different number of"):
         ms2.run(mismatch)
     assert threading.active_count() < 10  # every replica thread ended
+
+
+@pytest.mark.timeout(20)
+def test_a_replica_that_swallows_the_stop_is_not_left_waiting(ms2: ds.MirroredStrategy) -> None:
+    # Replica 0 pauses in merge_call; replica 1 raises, so replica 0 is told to stop. If its code
+    # catches that and reaches merge_call again, nobody will ever resume it: it must not wait.
+    def fn() -> None:
+        ctx = ds.get_replica_context()
+        if _rid() == 1:
+            raise KeyError("replica 1")
+        try:
+            ctx.merge_call(lambda s: None)
+        except Exception:
+            ctx.merge_call(lambda s: None)
+
+    with pytest.raises(KeyError, match="replica 1"):
+        ms2.run(fn)
+
+
+def test_one_replica_results_are_fresh_arrays() -> None:
+    # With one replica in all nothing is reduced, but results must still not be the caller's
+    # arrays: in-place updates of a result would otherwise write into the input at world size 1
+    # only (with more workers every result is a new array).
+    s = ds.MirroredStrategy()
+    x = np.arange(3.0)
+    results = [
+        s.reduce("SUM", x, axis=None),
+        s.reduce("MEAN", x, axis=None),
+        s.reduce("SUM", s.run(lambda: x), axis=None),
+        s.gather(s.run(lambda: x), axis=0),
+        s.run(lambda: ds.get_replica_context().all_reduce("SUM", x)),
+        s.extended.reduce_to("SUM", x, x),
+        s.extended.batch_reduce_to("MEAN", [(x, x)])[0],
+    ]
+    for r in results:
+        assert not np.shares_memory(r, x)
+        np.testing.assert_array_equal(r, x)
+
+
+def test_bool_sum_of_two_replicas_raises_as_in_tf(ms2: ds.MirroredStrategy) -> None:
+    # TF 2.21: InvalidArgumentError "Value for attr 'T' of bool is not in the list of allowed
+    # values" (and the collective layer refuses bool SUM across workers alike).
+    bools = ms2.run(lambda: np.array([True, False]))
+    with pytest.raises(errors.InvalidArgumentError, match="bool"):
+        ms2.reduce("SUM", bools, axis=None)
 
 
 def test_replica_context_methods_require_context(ms2: ds.MirroredStrategy) -> None:
