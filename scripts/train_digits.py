@@ -126,11 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         optimizer.build(list(params.values()))
         epoch = mwms_mpi.Variable(np.int64(0), trainable=False, name="epoch")
-    checkpoint = train.Checkpoint(
-        params=params,
-        optimizer={v.name.split(":")[0]: v for v in optimizer.variables()},
-        epoch=epoch,
-    )
+    checkpoint = train.Checkpoint(params=params, optimizer=optimizer, epoch=epoch)
     manager = train.CheckpointManager(checkpoint, args.checkpoint_dir, max_to_keep=3)
     if args.resume and manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint)

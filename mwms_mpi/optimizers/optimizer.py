@@ -48,6 +48,15 @@ class Optimizer:
             found.extend(self._slots[id(var)])
         return found
 
+    def _trackable_children(self) -> dict[str, Any]:
+        """What ``mwms_mpi.train.Checkpoint`` saves: the step counter and the slots, in order.
+
+        Empty until the optimizer is built: build it before restoring into it.
+        """
+        if self._iterations is None:
+            return {}
+        return {"iterations": self._iterations, "slots": self.variables()[1:]}
+
     def build(self, var_list: Sequence[Any]) -> None:
         """Makes the step counter and the slots of ``var_list`` now, as Keras's ``build`` does.
 

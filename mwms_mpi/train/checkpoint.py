@@ -9,7 +9,9 @@ What can be checkpointed (TF calls these trackable objects):
 * ``dict``s, ``list``s and ``tuple``s of trackables, nested ``Checkpoint``s, and plain objects
   whose public attributes hold trackables (TF's ``AutoTrackable``). Other values inside those
   containers (numbers, strings, ``None``) are skipped, as TF skips them; objects of mwms_mpi's
-  own classes (strategies, communicators) are never walked into.
+  own classes (strategies, communicators) are never walked into;
+* objects that name their children with ``_trackable_children()`` (TF's ``Trackable`` hook),
+  such as ``mwms_mpi.optimizers`` optimizers (step counter and slots).
 
 Values are saved under their object paths, TF's checkpoint keys without the
 ``/.ATTRIBUTES/VARIABLE_VALUE`` suffix: ``Checkpoint(model=m)`` with ``m.dense.kernel`` saves
@@ -68,6 +70,8 @@ def _is_container(obj: Any) -> bool:
         return True
     if isinstance(obj, (types.ModuleType, type, types.FunctionType, types.MethodType)):
         return False
+    if callable(getattr(obj, "_trackable_children", None)):
+        return True
     module = getattr(type(obj), "__module__", "") or ""
     return hasattr(obj, "__dict__") and not module.startswith("mwms_mpi.")
 
@@ -89,6 +93,8 @@ def _children(obj: Any) -> list[tuple[str, Any]]:
         items = sorted(((str(k), v) for k, v in obj.items()), key=lambda item: item[0])
     elif isinstance(obj, (list, tuple)):
         items = [(str(i), v) for i, v in enumerate(obj)]
+    elif callable(getattr(obj, "_trackable_children", None)):
+        items = list(obj._trackable_children().items())
     else:
         items = sorted((k, v) for k, v in vars(obj).items() if not k.startswith("_"))
     return items
