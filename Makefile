@@ -11,7 +11,7 @@ MPIEXEC_TIMEOUT ?= 600
 export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
 
-.PHONY: install test test-unit test-mpi test-e2e lint bench demo clean
+.PHONY: install test test-unit test-mpi test-e2e test-slurm lint bench demo clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ test-mpi:
 
 test-e2e:
 	$(PYTEST) tests/e2e
+
+# Needs a running Slurm (see ../shared/research/hpc_environment.md §3); not part of `make test`.
+test-slurm:
+	MWMS_TEST_SLURM=1 $(PYTEST) -rs tests/e2e/test_slurm.py
 
 lint:
 	$(BIN)/ruff check mwms_mpi tests scripts
