@@ -4,19 +4,15 @@ A ``Communicator`` owns two duplicates of the communicator it is given (never ``
 itself): one carries data, the other the small agreements on layouts and gather counts, so a
 rank waiting in an agreement can never be matched with another rank's data collective.
 
-Guarantees:
-
-* **Layouts are agreed.** The first time a layout (kind, op, dtypes, shapes, options) is used on
-  this communicator every rank contributes its digest; a mismatch raises ``InvalidArgumentError``
-  on every rank. Whether to agree depends only on state every rank shares (the sequence of
-  layouts so far), so ranks whose calls match decide alike. Later calls of a seen layout cost
-  nothing extra; ``MWMS_MPI_CHECK=always`` agrees on every call, for debugging.
-* **Deadlines.** With ``timeout_seconds`` the nonblocking form is started and polled; on expiry
-  the rank raises ``DeadlineExceededError`` and the communicator is *poisoned*: MPI cannot cancel
-  a collective, so its buffers are kept alive, it is never freed, and every later call raises
-  ``UnavailableError``. ``MWMS_MPI_STALL_WARNING=<seconds>`` logs a warning for waits that long.
-* **Fresh results.** Results never alias the caller's inputs or any cached buffer.
-* **One thread.** MPI is called only from the thread that made the communicator.
+* **Layouts are agreed** on first use: every rank contributes a digest; a mismatch raises
+  ``InvalidArgumentError`` on every rank. Whether to agree depends only on state every rank
+  shares (the layouts so far), so ranks whose calls match decide alike; ``MWMS_MPI_CHECK=always``
+  agrees on every call. A seen layout costs nothing extra.
+* **Deadlines.** With ``timeout_seconds`` the nonblocking form is polled; on expiry the rank
+  raises ``DeadlineExceededError`` and the communicator is *poisoned*: MPI cannot cancel a
+  collective, so its buffers are kept, it is never freed, and later calls raise
+  ``UnavailableError``. Without one, ``stall.py`` warns about long waits.
+* **Fresh results**, never aliasing the caller's inputs or a cached buffer; **one thread** only.
 """
 
 from __future__ import annotations
@@ -24,9 +20,9 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from threading import get_ident
-from typing import Any, NoReturn
+from time import monotonic
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -39,20 +35,19 @@ from mwms_mpi.collective.dtypes import contiguous, native, normalize_axis, wire_
 from mwms_mpi.collective.ops import Op
 from mwms_mpi.collective.pool import BufferPool, Slot
 from mwms_mpi.collective.signature import ANY, Layout, digest, mismatch_message
+from mwms_mpi.collective.stall import process_watch, watched
 from mwms_mpi.types import CommunicationOptions
 
 CHECK_ENV = "MWMS_MPI_CHECK"  # "first" (default): agree on a layout's first use; "always"
-STALL_ENV = "MWMS_MPI_STALL_WARNING"  # seconds after which a waiting rank logs a warning
 _MAX_LAYOUTS = 4096  # seen layouts kept; eviction is FIFO, hence the same on every rank
 _names = itertools.count()
 
 
-@dataclass
-class CommunicatorStats:
+class CommunicatorStats(NamedTuple):
     """Counts for tests and benchmarks: calls made and layout agreements run."""
 
-    calls: int = 0
-    agreements: int = 0
+    calls: int
+    agreements: int
 
 
 class Communicator:
@@ -89,9 +84,7 @@ class Communicator:
         self._seen: dict[Any, Any] = {}  # agreed layouts -> plan (None if nothing to plan)
         self._reductions: dict[Any, Slot] = {}  # agreed all_reduce layouts -> result buffers
         self._always_check = os.environ.get(CHECK_ENV, "first").lower() == "always"
-        stall = os.environ.get(STALL_ENV)
-        self._stall = float(stall) if stall else None
-        self._blocking = self._options.timeout_seconds is None and self._stall is None
+        self._blocking = self._options.timeout_seconds is None
         self._owner = get_ident()
         self._mpi_error: type[Exception] = MPI.Exception
         self._poison: str | None = None
@@ -101,6 +94,8 @@ class Communicator:
         self._pool = BufferPool()
         self._calls = 0
         self._agreements = 0
+        self._busy: tuple[str, int, float] | None = None  # the call in flight, for the watch
+        process_watch().watch(self)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -149,13 +144,11 @@ class Communicator:
           UnavailableError: if an earlier failure poisoned this communicator.
         """
         seq = self._enter("all_reduce")
-        backend = self._by_type.get(type(array)) or self._backend(array)
-        if options is None and self._blocking:
-            deadline = None
-        else:
-            deadline = self._deadline(self._options.merge(options))
-        key = (op, native(array.dtype), array.shape)  # a function of the layout alone
-        try:
+        try:  # not @watched: the hot path marks its end in `finally` itself, one frame less
+            backend = self._by_type.get(type(array)) or self._backend(array)
+            fast = options is None and self._blocking
+            deadline = None if fast else self._deadline(self._options.merge(options))
+            key = (op, native(array.dtype), array.shape)  # a function of the layout alone
             slot = self._reductions.get(key)
             if slot is None or self._always_check:
                 layout = Layout("all_reduce", op.value, ((array.dtype.name, array.shape),))
@@ -182,7 +175,10 @@ class Communicator:
             return recv
         except self._mpi_error as exc:
             raise self._internal("all_reduce", seq, exc) from exc
+        finally:
+            self._busy = None
 
+    @watched
     def batch_all_reduce(
         self,
         arrays: Sequence[Any],
@@ -239,6 +235,7 @@ class Communicator:
         except self._mpi_error as exc:
             raise self._internal("batch_all_reduce", seq, exc) from exc
 
+    @watched
     def all_gather(
         self, array: Any, axis: int = 0, options: CommunicationOptions | None = None
     ) -> Any:
@@ -261,6 +258,7 @@ class Communicator:
         (recv,) = self._gather_rows("all_gather", seq, [send], layout, backend, deadline)
         return recv if axis == 0 else xp.ascontiguousarray(xp.moveaxis(recv, 0, axis))
 
+    @watched
     def all_gather_sparse(
         self, values: Any, indices: Any, options: CommunicationOptions | None = None
     ) -> tuple[Any, Any]:
@@ -284,6 +282,7 @@ class Communicator:
         gathered = self._gather_rows("all_gather_sparse", seq, parts, layout, backend, deadline)
         return gathered[0], gathered[1]
 
+    @watched
     def broadcast(
         self, array: Any, root: int = 0, options: CommunicationOptions | None = None
     ) -> Any:
@@ -310,6 +309,7 @@ class Communicator:
         except self._mpi_error as exc:
             raise self._internal("broadcast", seq, exc) from exc
 
+    @watched
     def barrier(self, options: CommunicationOptions | None = None) -> None:
         """Returns once every rank has called ``barrier`` (with the merged timeout)."""
         seq, _, _, deadline = self._begin("barrier", None, options)
@@ -332,6 +332,7 @@ class Communicator:
         if not self._usable or get_ident() != self._owner:
             self._refuse(op_name)
         self._calls += 1
+        self._busy = (op_name, self._calls, monotonic())
         return self._calls
 
     def _refuse(self, op_name: str) -> NoReturn:
@@ -365,10 +366,8 @@ class Communicator:
         return backend
 
     def _deadline(self, opts: CommunicationOptions) -> Deadline | None:
-        """``None`` means: call the blocking form (no timeout and no stall warning wanted)."""
-        if opts.timeout_seconds is None and self._stall is None:
-            return None
-        return Deadline(opts.timeout_seconds, self._stall)
+        """``None`` means: no timeout, call the blocking form."""
+        return None if opts.timeout_seconds is None else Deadline(opts.timeout_seconds)
 
     def _complete(
         self,
@@ -382,7 +381,7 @@ class Communicator:
         if deadline is None:
             return
         pending = [r for r in requests if r is not None]
-        if wait_all(pending, deadline, lambda: f"{op_name} #{seq} on rank {self.rank}"):
+        if wait_all(pending, deadline):
             return
         self._abandoned.append((pending, keepalive))
         self._usable = False

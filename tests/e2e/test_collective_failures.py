@@ -100,3 +100,28 @@ def test_a_shape_mismatch_raises_on_every_rank(tmp_path: Path, ranks: int) -> No
         assert message.startswith(f"all_reduce #1 on rank {rank}: shape ")
         assert "(3, 4) float32" in message and "(3, 5) float32" in message
         assert record["after"] == [float(ranks)] * 2
+
+
+LATE = """
+    import time
+    import numpy as np
+    from mwms_mpi.collective import Communicator
+
+    comm = Communicator(name="e2e")
+    if comm.rank == 1:
+        time.sleep(4)  # the others wait in a blocking all_reduce (no timeout)
+    out = comm.all_reduce(np.ones(3, dtype=np.float32))
+    print("done", comm.rank, out.tolist(), flush=True)
+    comm.close()
+"""
+
+
+def test_a_long_blocking_wait_is_named_by_the_stall_watch(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "late.py", LATE)
+    result = run_python_mpi(2, script, timeout=60, env={"MWMS_MPI_STALL_WARNING": "1"})
+    assert result.returncode == 0, result.describe()
+    assert result.stdout.count("done") == 2
+    assert "all_reduce #1 on rank 0 of 2 (communicator e2e) has waited" in result.stderr, (
+        result.describe()
+    )
+    assert "rank 1 of 2" not in result.stderr  # rank 1 never waited
