@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from mwms_mpi.collective import Communicator, Op
 from mwms_mpi.types import CommunicationOptions
-from tests.support.mpi import all_ranks_ok, world
+from tests.support.mpi import all_ranks_ok
 from tests.support.reference import rank_array, reduce_reference
 
-pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("_judge")]
+pytestmark = pytest.mark.mpi
 
 NUMERIC = [
     "float16",
@@ -55,29 +55,17 @@ def comm() -> Iterator[Communicator]:
     c.close()
 
 
-@pytest.fixture(scope="module")
-def _judge() -> Iterator[Any]:
-    w = world()
-    _JUDGE.append(w)
-    yield w
-    _JUDGE.clear()
-    w.Free()
-
-
-_JUDGE: list[Any] = []
-
-
-def _check(comm: Communicator, got: list, want: list) -> None:
+def _check(test_comm: Any, comm: Communicator, got: list, want: list) -> None:
     ok = len(got) == len(want) and all(
         g.shape == w.shape and g.dtype == w.dtype and np.array_equal(g, w)
         for g, w in zip(got, want, strict=False)
     )
-    assert all_ranks_ok(_JUDGE[0], ok), f"rank {comm.rank}: {got} != {want}"
+    assert all_ranks_ok(test_comm, ok), f"rank {comm.rank}: {got} != {want}"
 
 
 @given(reductions(), st.sampled_from([0, 1, 32, 4096]), st.integers(0, 3))
 def test_batch_all_reduce_equals_numpy(
-    comm: Communicator, case: tuple, bytes_per_pack: int, seed: int
+    comm: Communicator, test_comm: Any, case: tuple, bytes_per_pack: int, seed: int
 ) -> None:
     op, batch = case
     everyone = [
@@ -86,20 +74,27 @@ def test_batch_all_reduce_equals_numpy(
     options = CommunicationOptions(bytes_per_pack=bytes_per_pack)
     got = comm.batch_all_reduce(everyone[comm.rank], op, options)
     want = [reduce_reference(op, [e[i] for e in everyone]) for i in range(len(batch))]
-    _check(comm, got, want)
+    _check(test_comm, comm, got, want)
 
 
 @given(reductions(), st.integers(0, 3))
-def test_all_reduce_equals_numpy(comm: Communicator, case: tuple, seed: int) -> None:
+def test_all_reduce_equals_numpy(
+    comm: Communicator, test_comm: Any, case: tuple, seed: int
+) -> None:
     op, batch = case
     shape, dtype = batch[0]
     everyone = [rank_array(shape, dtype, r, seed) for r in range(comm.size)]
-    _check(comm, [comm.all_reduce(everyone[comm.rank], op)], [reduce_reference(op, everyone)])
+    _check(
+        test_comm,
+        comm,
+        [comm.all_reduce(everyone[comm.rank], op)],
+        [reduce_reference(op, everyone)],
+    )
 
 
 @given(shapes.filter(lambda s: len(s) >= 1), st.sampled_from([*NUMERIC, "bool"]), st.data())
 def test_all_gather_uneven_equals_concatenate(
-    comm: Communicator, shape: tuple, dtype: str, data: Any
+    comm: Communicator, test_comm: Any, shape: tuple, dtype: str, data: Any
 ) -> None:
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
     sizes = data.draw(st.lists(st.integers(0, 3), min_size=comm.size, max_size=comm.size))
@@ -111,4 +106,4 @@ def test_all_gather_uneven_equals_concatenate(
 
     got = comm.all_gather(part(comm.rank), axis=axis)
     want = np.concatenate([part(r) for r in range(comm.size)], axis=axis)
-    _check(comm, [got], [want])
+    _check(test_comm, comm, [got], [want])

@@ -11,7 +11,6 @@ the same step, with empty batches for the replicas that ran out (DESIGN §8).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -21,26 +20,10 @@ import mwms_mpi.distribute as ds
 from mwms_mpi import errors
 from mwms_mpi.data import Dataset, Options, TensorSpec
 from mwms_mpi.data.experimental import AutoShardPolicy
-from mwms_mpi.distribute.cluster_resolver import MPIClusterResolver
 from mwms_mpi.distribute.input_lib import PerReplicaSpec
 from mwms_mpi.values import PerReplica
-from tests.support.mpi import world
 
 pytestmark = pytest.mark.mpi
-
-
-@pytest.fixture(scope="module", params=[1, 2], ids=["k1", "k2"])
-def strategy(request: pytest.FixtureRequest) -> Iterator[ds.MultiWorkerMirroredStrategy]:
-    k = request.param
-    resolver = MPIClusterResolver(num_accelerators={"CPU": k}) if k > 1 else None
-    yield ds.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
-
-
-@pytest.fixture(scope="module")
-def comm() -> Iterator[Any]:
-    c = world()
-    yield c
-    c.Free()
 
 
 def _shape(s: Any) -> tuple[int, int, int]:
@@ -60,8 +43,8 @@ def _expected_pieces(batch: np.ndarray, workers: int, k: int, worker: int) -> li
     return [pieces[worker + local * workers] for local in range(k)]
 
 
-def _gather(comm: Any, values: list[np.ndarray]) -> np.ndarray:
-    parts = comm.allgather(np.concatenate(values) if values else np.zeros(0))
+def _gather(test_comm: Any, values: list[np.ndarray]) -> np.ndarray:
+    parts = test_comm.allgather(np.concatenate(values) if values else np.zeros(0))
     return np.sort(np.concatenate(parts))
 
 
@@ -98,7 +81,7 @@ def test_issue_example_14_items_batch_8(strategy: Any) -> None:
     ],
 )
 def test_every_element_once_with_tf_pieces(
-    strategy: Any, comm: Any, n: int, batch: int, policy: AutoShardPolicy
+    strategy: Any, test_comm: Any, n: int, batch: int, policy: AutoShardPolicy
 ) -> None:
     rank, workers, k = _shape(strategy)
     options = Options()
@@ -122,7 +105,7 @@ def test_every_element_once_with_tf_pieces(
             consumed.append(got_y)
         steps += 1
     assert steps == math.ceil(n / batch)
-    np.testing.assert_array_equal(_gather(comm, consumed), np.arange(n))
+    np.testing.assert_array_equal(_gather(test_comm, consumed), np.arange(n))
 
 
 def test_values_are_per_replica_unless_one_replica_in_all(strategy: Any) -> None:
@@ -245,7 +228,7 @@ def test_from_function_context_once_per_worker(strategy: Any) -> None:
     assert all(v == [] for v in flat[len(stream) :])
 
 
-def test_rank_local_lengths_end_together_with_empty_batches(strategy: Any, comm: Any) -> None:
+def test_rank_local_lengths_end_together_with_empty_batches(strategy: Any, test_comm: Any) -> None:
     rank, workers, k = _shape(strategy)
     lengths = [3 + 5 * i for i in range(workers)]
     starts = np.cumsum([0, *lengths])
@@ -293,8 +276,8 @@ def test_rank_local_lengths_end_together_with_empty_batches(strategy: Any, comm:
         steps += 1
     assert steps == expected_steps  # the same on every worker
     assert empties == expected_steps * k - batches[rank]
-    np.testing.assert_array_equal(_gather(comm, consumed), np.arange(starts[-1]))
-    step_counts = comm.allgather(steps)
+    np.testing.assert_array_equal(_gather(test_comm, consumed), np.arange(starts[-1]))
+    step_counts = test_comm.allgather(steps)
     assert step_counts == [expected_steps] * workers
 
 

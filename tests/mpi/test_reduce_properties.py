@@ -8,7 +8,6 @@ every rank draws the same ones, and pass/fail is agreed across ranks before asse
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,9 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mwms_mpi.distribute as ds
-from mwms_mpi.distribute.cluster_resolver import MPIClusterResolver
 from mwms_mpi.types import CommunicationOptions, ReduceOp
-from tests.support.mpi import all_ranks_ok, world
+from tests.support.mpi import all_ranks_ok
 from tests.support.reference import rank_array
 
 pytestmark = pytest.mark.mpi
@@ -29,20 +27,6 @@ shapes = st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple)
 values = st.lists(
     st.tuples(shapes, st.sampled_from([*FLOATS, "int32", "int64"])), min_size=1, max_size=6
 )
-
-
-@pytest.fixture(scope="module", params=[1, 2], ids=["k1", "k2"])
-def strategy(request: pytest.FixtureRequest) -> Iterator[ds.MultiWorkerMirroredStrategy]:
-    k = request.param
-    resolver = MPIClusterResolver(num_accelerators={"CPU": k}) if k > 1 else None
-    yield ds.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
-
-
-@pytest.fixture(scope="module")
-def judge() -> Iterator[Any]:
-    comm = world()
-    yield comm
-    comm.Free()
 
 
 def _per_replica(strategy: Any, shape: tuple, dtype: str, seed: int) -> Any:
@@ -77,17 +61,17 @@ def _same(got: Any, want: np.ndarray) -> bool:
     st.integers(0, 5),
 )
 def test_strategy_reduce(
-    strategy: Any, judge: Any, shape: tuple, dtype: str, op: ReduceOp, seed: int
+    strategy: Any, test_comm: Any, shape: tuple, dtype: str, op: ReduceOp, seed: int
 ) -> None:
     got = strategy.reduce(op, _per_replica(strategy, shape, dtype, seed), axis=None)
     want = _expected(strategy, op, shape, dtype, seed)
-    assert all_ranks_ok(judge, _same(got, want)), f"{got!r} != {want!r}"
+    assert all_ranks_ok(test_comm, _same(got, want)), f"{got!r} != {want!r}"
 
 
 @settings(max_examples=25)
 @given(values, st.sampled_from([0, 1, 64, 1 << 20]), st.integers(0, 5))
 def test_batch_reduce_to_sum(
-    strategy: Any, judge: Any, batch: list, bytes_per_pack: int, seed: int
+    strategy: Any, test_comm: Any, batch: list, bytes_per_pack: int, seed: int
 ) -> None:
     pairs = []
     for i, (shape, dtype) in enumerate(batch):
@@ -100,12 +84,14 @@ def test_batch_reduce_to_sum(
         want = _expected(strategy, ReduceOp.SUM, shape, dtype, seed + i)
         for local in strategy.experimental_local_results(got[i]):
             ok = ok and _same(local, want)
-    assert all_ranks_ok(judge, ok)
+    assert all_ranks_ok(test_comm, ok)
 
 
 @settings(max_examples=20)
 @given(values, st.integers(0, 5))
-def test_replica_all_reduce_of_a_nest(strategy: Any, judge: Any, batch: list, seed: int) -> None:
+def test_replica_all_reduce_of_a_nest(
+    strategy: Any, test_comm: Any, batch: list, seed: int
+) -> None:
     def step() -> dict[str, Any]:
         g = int(ds.get_replica_context().replica_id_in_sync_group)
         nest = {f"v{i}": rank_array(s, d, g, seed + i) for i, (s, d) in enumerate(batch)}
@@ -117,4 +103,4 @@ def test_replica_all_reduce_of_a_nest(strategy: Any, judge: Any, batch: list, se
         want = _expected(strategy, ReduceOp.SUM, shape, dtype, seed + i)
         for local in strategy.experimental_local_results(result[f"v{i}"]):
             ok = ok and _same(local, want)
-    assert all_ranks_ok(judge, ok)
+    assert all_ranks_ok(test_comm, ok)

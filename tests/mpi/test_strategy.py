@@ -6,7 +6,6 @@ rank. Replica r (global id) contributes data derived from r alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -23,14 +22,6 @@ from mwms_mpi.values import IndexedSlices, Mirrored, PerReplica
 from mwms_mpi.values.indexed_slices import to_dense
 
 pytestmark = pytest.mark.mpi
-
-
-@pytest.fixture(scope="module", params=[1, 2], ids=["k1", "k2"])
-def strategy(request: pytest.FixtureRequest) -> Iterator[ds.MultiWorkerMirroredStrategy]:
-    # One strategy (one communicator) per k for the whole module.
-    k = request.param
-    resolver = MPIClusterResolver(num_accelerators={"CPU": k}) if k > 1 else None
-    yield ds.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
 
 
 def _rank_size() -> tuple[int, int]:

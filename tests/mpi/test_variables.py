@@ -9,7 +9,6 @@ TF raises locally is raised on every rank before any collective, so no rank is l
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,6 @@ import mwms_mpi
 import mwms_mpi.distribute as ds
 from mwms_mpi import errors
 from mwms_mpi._mpi import mpi
-from mwms_mpi.distribute.cluster_resolver import MPIClusterResolver
 from mwms_mpi.types import ReduceOp
 from mwms_mpi.values import MirroredVariable, SyncOnReadVariable
 
@@ -27,13 +25,6 @@ pytestmark = pytest.mark.mpi
 
 A = mwms_mpi.VariableAggregation
 S = mwms_mpi.VariableSynchronization
-
-
-@pytest.fixture(scope="module", params=[1, 2], ids=["k1", "k2"])
-def strategy(request: pytest.FixtureRequest) -> Iterator[ds.MultiWorkerMirroredStrategy]:
-    k = request.param
-    resolver = MPIClusterResolver(num_accelerators={"CPU": k}) if k > 1 else None
-    yield ds.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
 
 
 def _rank() -> int:
