@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "nest": 0,
     "_context": 0,
     "_mpi": 0,
+    "_constant": 0,
     "cluster": 1,
     "collective": 2,
     "values": 3,

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from mwms_mpi._constant import python_leaves, to_array
 from mwms_mpi.values.indexed_slices import IndexedSlices
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -37,35 +38,13 @@ def as_array(value: Any) -> Any:
     if getattr(value, "_is_mwms_variable", False):
         return value.read_value()
     if isinstance(value, list | tuple):
-        array = np.asarray(value)
-        if array.dtype == np.float64 and not _has_numpy_leaf(value):
-            return array.astype(np.float32)
-        if (
-            array.dtype == np.int64
-            and not _has_numpy_leaf(value)
-            and (array.size == 0 or (array.min() >= _INT32_MIN and array.max() <= _INT32_MAX))
-        ):
-            return array.astype(np.int32)
-        if array.dtype != object:
-            return array
-    elif isinstance(value, complex):
+        return to_array(value)
+    if isinstance(value, complex):
         return np.array(value, dtype=np.complex128)
     raise ValueError(
         f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a "
         "Tensor."
     )
-
-
-def _has_numpy_leaf(value: Any) -> bool:
-    if isinstance(value, list | tuple):
-        return any(_has_numpy_leaf(v) for v in value)
-    return isinstance(value, np.ndarray | np.generic)
-
-
-def _python_leaves(value: Any) -> list[Any]:
-    if isinstance(value, list | tuple):
-        return [leaf for v in value for leaf in _python_leaves(v)]
-    return [value]
 
 
 def convert_to_dtype(value: Any, dtype: Any) -> np.ndarray:
@@ -82,7 +61,7 @@ def convert_to_dtype(value: Any, dtype: Any) -> np.ndarray:
         value = value.read_value()
     if isinstance(value, np.ndarray | np.generic) or hasattr(value, "__array__"):
         return np.array(value, dtype=dtype, copy=True)
-    leaves = _python_leaves(value) if isinstance(value, list | tuple | float | int | bool) else []
+    leaves = python_leaves(value) if isinstance(value, list | tuple | float | int | bool) else []
     for leaf in leaves:
         bad = (
             (isinstance(leaf, float) and dtype.kind in "iub")
