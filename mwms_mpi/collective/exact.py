@@ -113,6 +113,7 @@ class ExactSum:
         self.shift = self.fmt.bias - 1 + self.p + self.low
         self._negative_zero = self.fmt.uint(1 << (self.fmt.mantissa_bits + self.fmt.exponent_bits))
         self._mask_sign = self.fmt.exponent_bits < 8 * np.dtype(self.fmt.exponent_dtype).itemsize
+        self._shift32 = np.int32(self.shift)  # a numpy scalar: a Python int costs a cast per pass
 
     @property
     def words(self) -> int:
@@ -124,8 +125,9 @@ class ExactSum:
 
         Args:
           addends: this rank's addends, contiguous real arrays of ``size`` elements.
-          out: the fields (a subnormal's is 0, like zero's: the grid of field 1 holds both),
-            then 1 if any addend is NaN, infinite or -0, else 0.
+          out: the fields, at least 1 (a zero's or subnormal's field 0 counts as 1: the grid
+            of field 1 holds them, and :meth:`_minus_unit` need not clamp), then 1 if any
+            addend is NaN, infinite or -0, else 0.
         """
         fmt, n = self.fmt, self.size
         fields = out[:n]
@@ -138,12 +140,12 @@ class ExactSum:
                 if self._mask_sign:
                     field &= fmt.max_field  # the sign bit, above the field, survived the cast
                 if i == 0:
-                    fields[lo:hi] = field
+                    np.maximum(field, 1, out=fields[lo:hi])
                 else:
                     np.maximum(fields[lo:hi], field, out=fields[lo:hi])
             special = special or bool((bits == self._negative_zero).any())
         if not addends:
-            fields[...] = 0
+            fields[...] = 1
         out[n] = special or (n > 0 and int(fields.max()) == fmt.max_field)
 
     def to_words(
@@ -265,10 +267,10 @@ class ExactSum:
 
     def _minus_unit(self, fields: np.ndarray, out: np.ndarray) -> None:
         """``-log2`` of each element's grid unit, into int32 ``out`` (``ldexp`` takes int32
-        without a conversion; int64 exponents cost it eight times as much)."""
+        without a conversion; int64 exponents cost it eight times as much). ``fields`` are at
+        least 1 (:meth:`exponents`)."""
         out[...] = fields
-        np.maximum(out, 1, out=out)
-        np.subtract(self.shift, out, out=out)
+        np.subtract(self._shift32, out, out=out)
 
 
 def _apply_specials(out: np.ndarray, lanes: np.ndarray) -> None:
