@@ -16,7 +16,8 @@ Rules that keep the agreement itself from hanging:
 * the call number advances only when an agreement completes, and then on every rank;
 * the call is an MPI-4 persistent request, made once at construction (``Allreduce_init`` where
   the library has it), which saves most of its cost: measured below a plain 16-byte
-  ``Allreduce`` with the mpich wheel.
+  ``Allreduce`` with the mpich wheel. Before MPI 4.0 it is ``Iallreduce`` on every path, with
+  or without a deadline: MPI matches no blocking collective with a nonblocking one.
 
 ``MWMS_MPI_CHECK=first`` agrees a layout only on its first use on this rank and trusts it after:
 faster for small messages, and unsafe (a divergence after warm-up hangs or returns wrong
@@ -30,7 +31,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from mwms_mpi import errors
+from mwms_mpi import _config, errors
 from mwms_mpi.collective import call_context
 from mwms_mpi.collective.call_context import CallContext
 from mwms_mpi.collective.signature import Layout, Signature, digest, mismatch_message
@@ -65,8 +66,10 @@ class _Ids:
 class Agreement:
     """The per-call agreement of one communicator, on its own duplicated MPI communicator.
 
-    Construction is collective over ``comm``'s ranks: it agrees the check mode and an id for
-    the communicator (the same on every member, unique among this process's communicators).
+    Construction is collective over ``comm``'s ranks: it agrees the check mode, the op
+    determinism switch (``config.experimental.enable_op_determinism``; each float SUM agrees it
+    again, as part of its layout) and an id for the communicator (the same on every member,
+    unique among this process's communicators).
 
     Args:
       comm: a duplicated mpi4py communicator used for agreements only.
@@ -75,6 +78,7 @@ class Agreement:
 
     Raises:
       ValueError: on every rank, if the ranks' ``MWMS_MPI_CHECK`` modes differ.
+      InvalidArgumentError: on every rank, if some ranks have op determinism on and others off.
     """
 
     def __init__(self, comm: Any, mpi: Any, name: str) -> None:
@@ -93,7 +97,11 @@ class Agreement:
         self._carries_value = False  # whether the send buffer holds a value to clear
         mode = check_mode()
         self.every_call = mode == "always"
-        self.id = self._agree_construction(mode)
+        try:
+            self.id = self._agree_construction(mode)
+        except Exception:  # raised on every rank, so the collective Free matches
+            comm.Free()
+            raise
         try:
             self._persistent: Any = comm.Allreduce_init(self._send, self._recv, mpi.MAX)
         except NotImplementedError:  # an MPI before 4.0: plain calls
@@ -109,13 +117,24 @@ class Agreement:
 
     def _agree_construction(self, mode: str) -> int:
         first = CHECK_MODES.index(mode)
-        send = np.array([first, -first, _Ids.next, -_Ids.next], dtype=np.int64)
-        recv = np.empty(4, dtype=np.int64)
+        exact = int(_config.switches.op_determinism)
+        send = np.array([first, -first, _Ids.next, -_Ids.next, exact, -exact], dtype=np.int64)
+        recv = np.empty(6, dtype=np.int64)
         self.comm.Allreduce(send, recv, self._max)
         if recv[0] != -recv[1]:
             raise ValueError(
                 f"communicator {self.name} on rank {self.rank}: ranks disagree about "
                 f"{CHECK_ENV} (this rank: {mode!r}); set it the same on every rank"
+            )
+        if recv[4] != -recv[5]:
+            state = "on" if exact else "off"
+            raise errors.InvalidArgumentError(
+                None,
+                "Communicator",
+                f"communicator {self.name} on rank {self.rank}: ranks disagree about op "
+                f"determinism (this rank: {state}); call "
+                "mwms_mpi.config.experimental.enable_op_determinism() on every rank, or on none",
+                rank=self.rank,
             )
         comm_id = int(recv[2])
         _Ids.next = comm_id + 1
@@ -143,11 +162,11 @@ class Agreement:
             self._carries_value = False
         self.agreements += 1
         request = self._persistent
-        if request is not None:
-            request.Start()
-            request.Wait()
+        if request is None:  # an MPI before 4.0: the nonblocking call, as on the deadline path
+            request = self.comm.Iallreduce(self._send, self._recv, self._max)
         else:
-            self.comm.Allreduce(self._send, self._recv, self._max)
+            request.Start()
+        request.Wait()
         self.calls += 1
         got = self._in
         if got[0] != -got[1]:
@@ -181,16 +200,17 @@ class Agreement:
         self._carries_value = value != 0
         self.agreements += 1
         request = self._persistent
-        if request is not None:
+        if request is None:
+            # An MPI before 4.0: the nonblocking call on every path, since a blocking call on
+            # one rank and a nonblocking one on another (ranks whose deadlines differ) do not
+            # match in MPI.
+            request = self.comm.Iallreduce(self._send, self._recv, self._max)
+        else:
             request.Start()
-            if blocking:
-                request.Wait()
-                return None
-            return request
         if blocking:
-            self.comm.Allreduce(self._send, self._recv, self._max)
+            request.Wait()
             return None
-        return self.comm.Iallreduce(self._send, self._recv, self._max)
+        return request
 
     def finish(self, op_name: str, layout: Layout) -> tuple[int, int]:
         """Completes the call's agreement: the values' (min, max), or the mismatch error.

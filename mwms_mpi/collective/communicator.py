@@ -97,7 +97,11 @@ class Communicator(Reductions):
         self.rank: int = self._data.Get_rank()
         self.size: int = self._data.Get_size()
         self.name = name or f"collective-{next(_names)}"
-        agreement = Agreement(base.Dup(), MPI, self.name)
+        try:
+            agreement = Agreement(base.Dup(), MPI, self.name)
+        except Exception:  # raised on every rank (a disagreement found at construction)
+            self._data.Free()
+            raise
         options = options or CommunicationOptions()
         try:  # collective: every rank gets the same transport, or the same error
             self._transport, facts = transport.agree(

@@ -145,6 +145,21 @@ def test_ranks_that_disagree_about_determinism_raise(comm: Communicator) -> None
     np.testing.assert_array_equal(comm.all_reduce(np.ones(2)), [comm.size] * 2)  # still usable
 
 
+@pytest.mark.mpi(min_size=2)
+def test_ranks_that_disagree_about_determinism_when_building_a_communicator_raise(
+    comm: Communicator,
+) -> None:
+    # Agreed at construction too: under MWMS_MPI_CHECK=first a call's layout is not agreed
+    # again once seen, so a mode that differs from the start must not get that far.
+    switches.op_determinism = comm.rank == 0
+    try:
+        with pytest.raises(errors.InvalidArgumentError, match="disagree about op determinism"):
+            Communicator(name="det-construction")
+    finally:
+        switches.op_determinism = False
+    np.testing.assert_array_equal(comm.all_reduce(np.ones(2)), [comm.size] * 2)  # still usable
+
+
 @pytest.mark.usefixtures("deterministic")
 def test_integers_and_max_are_unchanged_by_the_mode(comm: Communicator) -> None:
     ints = comm.all_reduce(np.arange(4, dtype=np.int32) + comm.rank)
