@@ -3,7 +3,7 @@
 Importing the package never initialises MPI; that happens on the first collective.
 """
 
-from mwms_mpi import _logging, config, data, distribute, errors, nn, train
+from mwms_mpi import _lifecycle, _logging, config, data, distribute, errors, nn, train
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
 from mwms_mpi.values import IndexedSlices, Variable
 
@@ -22,3 +22,4 @@ __all__ = [
 __version__ = "0.1.0"
 
 _logging.configure()  # the rank in every record, warnings only unless MWMS_MPI_LOG_LEVEL says
+_lifecycle.install_abort_hook()  # a multi-rank job ends when one rank fails (touches no MPI)

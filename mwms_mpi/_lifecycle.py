@@ -1,8 +1,11 @@
 """How this process ends: a failure ends the whole job, an agreed exit is not a failure.
 
-* :func:`abort_on_uncaught` (installed by the first multi-rank communicator): an uncaught
-  exception prints its traceback and calls ``MPI_Abort``, as ``python -m mpi4py`` does, so the
-  other ranks are not left waiting in a collective. ``MWMS_MPI_ABORT_ON_ERROR=0`` turns it off.
+* :func:`install_abort_hook` (installed when ``mwms_mpi`` is imported, touching no MPI): an
+  uncaught exception in a process whose MPI world has more than one rank prints its traceback
+  and calls ``MPI_Abort``, as ``python -m mpi4py`` does, so the other ranks are not left
+  waiting in a collective, a strategy's construction included. ``MWMS_MPI_ABORT_ON_ERROR=0``
+  turns it off. :func:`abort_on_uncaught` (the first multi-rank communicator) also prepares
+  the runner's one-report-per-error exchange.
 * :func:`agreed_exit`: a preemption handler (or any code that has agreed with every rank that
   the job stops now) ends each rank with it. The runner (``python -m mwms_mpi.run``) then exits
   with that code on every rank without ``MPI_Abort`` or a failure report, and the lost-rank
@@ -82,14 +85,24 @@ def flush_streams() -> None:
 
 
 def abort_on_uncaught() -> None:
-    """Makes an uncaught exception in this (multi-rank) process abort the whole MPI job.
+    """Collective over ``COMM_WORLD`` (the first multi-rank communicator calls it): prepares
+    the runner's failure-report exchange and makes sure the abort hook is installed."""
+    _failure_report.prepare()  # used by `python -m mwms_mpi.run`
+    install_abort_hook()
 
-    The previous ``sys.excepthook`` prints the traceback first; then one line names the rank
-    and the error, and ``MPI_Abort`` ends every rank. Does nothing when
+
+def install_abort_hook() -> None:
+    """Makes an uncaught exception in a multi-rank process abort the whole MPI job.
+
+    Installed on import, before any communicator exists, because a rank that fails before
+    building its strategy leaves the others blocked in the strategy's construction (measured:
+    a hang until the launcher's time limit). The hook itself never initialises MPI: it acts
+    only where MPI is initialised, not finalised, and the world has more than one rank. The
+    previous ``sys.excepthook`` prints the traceback first; then one line names the rank and
+    the error, and ``MPI_Abort`` ends every rank. Does nothing when
     ``MWMS_MPI_ABORT_ON_ERROR=0``, or when already installed.
     """
     global _hook_installed
-    _failure_report.prepare()  # collective, like this call; used by `python -m mwms_mpi.run`
     if _hook_installed or os.environ.get(ABORT_ENV, "1").strip() == "0":
         return
     _hook_installed = True
@@ -99,10 +112,11 @@ def abort_on_uncaught() -> None:
         kind: type[BaseException], error: BaseException, tb: types.TracebackType | None
     ) -> None:
         previous(kind, error, tb)
-        MPI = _mpi.mpi()
-        if not MPI.Is_initialized() or MPI.Is_finalized():
+        if not _mpi.is_initialized() or _mpi.mpi().Is_finalized():
             return
-        world = MPI.COMM_WORLD
+        world = _mpi.mpi().COMM_WORLD
+        if world.Get_size() < 2:
+            return
         abort_job(
             1,
             f"[mwms_mpi] rank {world.Get_rank()} of {world.Get_size()}: uncaught "

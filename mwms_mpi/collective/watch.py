@@ -18,7 +18,7 @@ the first communicator and shut down before ``MPI_Finalize``:
   (``_lifecycle.agreed_exit``). A communicator poisoned by a timeout still has a collective in
   flight, with which MPI cannot finalize: the job is aborted instead, saying why.
 * The first multi-rank communicator also makes an uncaught exception abort the job
-  (``_lifecycle.abort_on_uncaught``).
+  (``_lifecycle.abort_on_uncaught``; the hook itself is installed on import).
 """
 
 from __future__ import annotations

@@ -66,6 +66,28 @@ def test_an_uncaught_exception_without_the_runner_aborts_the_job(tmp_path: Path)
     assert "[mwms_mpi] rank 1 of 4: uncaught KeyError, aborting the job" in result.stderr
 
 
+EARLY = """
+    import time
+    from mpi4py import MPI
+    import mwms_mpi.distribute as ds
+
+    if MPI.COMM_WORLD.Get_rank() == 1:
+        time.sleep(0.5)  # the others are blocked in the strategy's construction by now
+        raise KeyError("rank 1 failed before its strategy")
+    ds.MultiWorkerMirroredStrategy()
+    print("unreachable: a strategy without rank 1", flush=True)
+"""
+
+
+def test_an_uncaught_exception_before_any_strategy_aborts_the_job(tmp_path: Path) -> None:
+    # No communicator exists yet on the failing rank: the abort hook is installed on import.
+    script = write_script(tmp_path, "early.py", EARLY)
+    result = run_mpi(RANKS, [sys.executable, script], timeout=60)
+    _assert_ended_promptly(result)
+    assert "KeyError: 'rank 1 failed before its strategy'" in result.stderr, result.describe()
+    assert "[mwms_mpi] rank 1 of 4: uncaught KeyError, aborting the job" in result.stderr
+
+
 def test_an_early_exit_zero_ends_the_job_naming_the_rank(tmp_path: Path) -> None:
     result = _run_plain(tmp_path, "exit0")
     _assert_ended_promptly(result)
