@@ -115,6 +115,33 @@ CASES: dict[str, Case] = {
         lambda c: c.min_max(1, "infinite dataset" if _odd(c) else "end of data"),
         "purpose",
     ),
+    "a layout seen on each rank, not on the others": (
+        lambda c: _caught(lambda: c.all_reduce(_ones(5 if _odd(c) else 6))),
+        lambda c: c.all_reduce(_ones(5 if _odd(c) else 6)),
+        "shape",
+    ),
+    "sparse gather of another trailing shape": (
+        lambda c: c.all_gather_sparse(_ones(2, 3), np.arange(2)),
+        lambda c: c.all_gather_sparse(_ones(2, 2 if _odd(c) else 3), np.arange(2)),
+        "shape",
+    ),
+    "sparse gather against a dense gather": (
+        lambda c: (c.all_gather(_ones(2, 3)), c.all_gather_sparse(_ones(2, 3), np.arange(2))),
+        lambda c: (
+            c.all_gather(_ones(2, 3)) if _odd(c) else c.all_gather_sparse(_ones(2, 3), np.arange(2))
+        ),
+        "collective",
+    ),
+    "local addends of another shape": (
+        lambda c: c.all_reduce_addends([_ones(3), _ones(3)]),
+        lambda c: c.all_reduce_addends([_ones(2 if _odd(c) else 3)] * 2),
+        "shape",
+    ),
+    "local addends against a plain all_reduce": (
+        lambda c: (c.all_reduce_addends([_ones(3)] * 2), c.all_reduce(_ones(3))),
+        lambda c: c.all_reduce(_ones(3)) if _odd(c) else c.all_reduce_addends([_ones(3)] * 2),
+        "local addends",
+    ),
     "an empty batch against a batch": (
         lambda c: c.batch_all_reduce([]),
         lambda c: c.batch_all_reduce([] if _odd(c) else [_ones(2)]),
@@ -144,12 +171,28 @@ LOCAL: dict[str, tuple[Callable[[Communicator], Any], Callable[[Communicator], A
         lambda c: c.all_reduce(_ones(2), "MEAN" if _odd(c) else "max"),
         ValueError,
     ),
+    "an object array to gather": (
+        lambda c: c.all_gather(_ones(2)),
+        lambda c: c.all_gather(np.array([{}, None], dtype=object) if _odd(c) else _ones(2)),
+        errors.InvalidArgumentError,
+    ),
+    "a string array in a sparse gather": (
+        lambda c: c.all_gather_sparse(_ones(2), np.arange(2)),
+        lambda c: c.all_gather_sparse(np.array(["a", "b"]) if _odd(c) else _ones(2), np.arange(2)),
+        errors.InvalidArgumentError,
+    ),
     "a string array to gather": (
         lambda c: c.all_gather(_ones(2)),
         lambda c: c.all_gather(np.array(["a", "b"]) if _odd(c) else _ones(2)),
         errors.InvalidArgumentError,
     ),
 }
+
+
+def _caught(call: Callable[[], Any]) -> None:
+    """Runs a call that every rank refuses (a mismatch), leaving each rank's layout seen."""
+    with pytest.raises(errors.InvalidArgumentError):
+        call()
 
 
 def _still_usable(c: Communicator) -> None:
@@ -204,7 +247,7 @@ def test_the_same_local_error_everywhere_is_raised_as_itself(comm: Communicator)
 
 # -- random call sequences in which one rank diverges at a random step --------------------------
 
-KINDS = ["all_reduce", "batch", "gather", "broadcast", "barrier", "min_max"]
+KINDS = ["all_reduce", "addends", "batch", "gather", "sparse", "broadcast", "barrier", "min_max"]
 SHAPES = st.lists(st.integers(1, 3), min_size=1, max_size=2).map(tuple)
 CALLS = st.tuples(st.sampled_from(KINDS), SHAPES, st.sampled_from(["float32", "int64"]))
 
@@ -218,7 +261,7 @@ def _conflicts(a: tuple[str, tuple[int, ...], str], b: tuple[str, tuple[int, ...
         return False
     if a[2] != b[2]:
         return True
-    if a[0] == "gather":
+    if a[0] in ("gather", "sparse"):
         return a[1][1:] != b[1][1:]
     return a[1] != b[1]
 
@@ -228,10 +271,14 @@ def _make(c: Communicator, call: tuple[str, tuple[int, ...], str]) -> Any:
     x = rank_array(shape, dtype, c.rank)
     if kind == "all_reduce":
         return c.all_reduce(x)
+    if kind == "addends":
+        return c.all_reduce_addends([x, x])
     if kind == "batch":
         return c.batch_all_reduce([x, x.ravel()])
     if kind == "gather":
         return c.all_gather(x)
+    if kind == "sparse":
+        return list(c.all_gather_sparse(x, np.arange(x.shape[0])))
     if kind == "broadcast":
         return c.broadcast(x, root=c.size - 1)
     if kind == "barrier":
@@ -244,11 +291,16 @@ def _reference(c: Communicator, call: tuple[str, tuple[int, ...], str]) -> Any:
     everyone = [rank_array(shape, dtype, r) for r in range(c.size)]
     if kind == "all_reduce":
         return reduce_reference(Op.SUM, everyone)
+    if kind == "addends":
+        return reduce_reference(Op.SUM, everyone + everyone)
     if kind == "batch":
         total = reduce_reference(Op.SUM, everyone)
         return [total, total.ravel()]
     if kind == "gather":
         return np.concatenate(everyone)
+    if kind == "sparse":
+        rows = np.concatenate([np.arange(shape[0])] * c.size)
+        return [np.concatenate(everyone), rows]
     if kind == "broadcast":
         return everyone[-1]
     if kind == "barrier":
