@@ -221,6 +221,68 @@ def test_the_strategy_reduces_twelve_replicas_to_the_same_bits_at_any_world_size
     assert all_ranks_ok(test_comm, ok), f"rank: {summed} {mean}"
 
 
+@pytest.mark.usefixtures("deterministic")
+def test_reduce_along_an_axis_reduce_to_and_sync_on_read_are_the_same_bits_at_any_world_size(
+    twelve_replicas: Any, test_comm: Any
+) -> None:
+    # The paths the first strategy test leaves out. Along an axis, each replica first sums its
+    # own rows (the same code on the same piece at any world size, as in TF), and those sums
+    # are the addends; a MEAN along an axis then divides that one exact sum by the global
+    # count, as TF's numerator / denominator does.
+    from mwms_mpi import Variable, VariableAggregation, VariableSynchronization
+    from mwms_mpi.values.convert import truediv
+
+    strategy = twelve_replicas
+    rows = _global_addends("float32", (3, 5), 7)
+    vectors = _global_addends("float64", (4,), 8)
+
+    def of(values: list[np.ndarray]) -> Any:
+        return strategy.experimental_distribute_values_from_function(
+            lambda ctx: values[ctx.replica_id_in_sync_group]
+        )
+
+    r, v = of(rows), of(vectors)
+    row_sums = [np.sum(x, axis=0) for x in rows]
+    along_sum = strategy.reduce("sum", r, axis=0)
+    along_mean = strategy.reduce("mean", r, axis=0)
+    to_sum = strategy.extended.reduce_to("sum", v, destinations=v)
+    to_mean = strategy.extended.reduce_to("mean", v, destinations=v)
+    with strategy.scope():
+        on_read = {
+            aggregation: Variable(
+                np.zeros(4),
+                synchronization=VariableSynchronization.ON_READ,
+                aggregation=aggregation,
+            )
+            for aggregation in (VariableAggregation.SUM, VariableAggregation.MEAN)
+        }
+
+    def write(x: np.ndarray) -> None:
+        for var in on_read.values():
+            var.assign(x)
+
+    strategy.run(write, args=(v,))
+    ok = (
+        _same_bits(np.asarray(along_sum), _reference(row_sums))
+        and _same_bits(np.asarray(along_mean), truediv(_reference(row_sums), np.asarray(3 * K)))
+        and all(
+            _same_bits(np.asarray(x), _reference(vectors))
+            for x in strategy.experimental_local_results(to_sum)
+        )
+        and all(
+            _same_bits(np.asarray(x), _reference(vectors, K))
+            for x in strategy.experimental_local_results(to_mean)
+        )
+        and _same_bits(
+            np.asarray(on_read[VariableAggregation.SUM].read_value()), _reference(vectors)
+        )
+        and _same_bits(
+            np.asarray(on_read[VariableAggregation.MEAN].read_value()), _reference(vectors, K)
+        )
+    )
+    assert all_ranks_ok(test_comm, ok), f"rank: {along_sum} {along_mean} {to_sum}"
+
+
 def _stress_values(dtype: str) -> list[float]:
     """A dtype's extremes, subnormals, signed zeros, infinities and NaN, and plain values."""
     info = np.finfo(dtype)
