@@ -111,9 +111,20 @@ class ExactSum:
         self.low = self.p if self.fmt.words == 2 else 0  # bits of the low word
         # the grid unit of field f is 2**(max(f, 1) - shift): |x| < 2**(max(f, 1) - bias + 1)
         self.shift = self.fmt.bias - 1 + self.p + self.low
-        self._negative_zero = self.fmt.uint(1 << (self.fmt.mantissa_bits + self.fmt.exponent_bits))
-        self._mask_sign = self.fmt.exponent_bits < 8 * np.dtype(self.fmt.exponent_dtype).itemsize
+        self._signed = np.dtype(f"i{np.dtype(self.fmt.uint).itemsize}")  # the bits, signed
+        self._segments: dict[int, ExactSum] = {}
         self._shift32 = np.int32(self.shift)  # a numpy scalar: a Python int costs a cast per pass
+
+    def segment(self, size: int) -> ExactSum:
+        """The same steps for ``size`` of this layout's elements (the same ``R``, so the same
+        grid per element): exact sums are per element, so a layout may be summed segment by
+        segment with the same bits."""
+        if size == self.size:
+            return self
+        plan = self._segments.get(size)
+        if plan is None:
+            plan = self._segments[size] = ExactSum(self.dtype, size, self.total_addends)
+        return plan
 
     @property
     def words(self) -> int:
@@ -123,6 +134,11 @@ class ExactSum:
     def exponents(self, addends: Sequence[np.ndarray], out: np.ndarray) -> None:
         """Step 1 into ``out`` (``size + 1`` of the format's exponent dtype).
 
+        Two passes per addend and chunk: ``abs`` clears the sign bit, so the bits shifted right
+        by the mantissa's width are the field alone, cast straight into ``out`` (measured at
+        half the time of shifting, casting and masking the signed bits). A -0 is found by one
+        reduction: its bits, the sign alone, are the most negative integer of their width.
+
         Args:
           addends: this rank's addends, contiguous real arrays of ``size`` elements.
           out: the fields, at least 1 (a zero's or subnormal's field 0 counts as 1: the grid
@@ -131,19 +147,20 @@ class ExactSum:
         """
         fmt, n = self.fmt, self.size
         fields = out[:n]
-        special = False
-        for i, a in enumerate(addends):
-            bits = a.view(fmt.uint)
-            for lo in range(0, n, CHUNK):
-                hi = min(n, lo + CHUNK)
-                field = (bits[lo:hi] >> fmt.mantissa_bits).astype(fmt.exponent_dtype)
-                if self._mask_sign:
-                    field &= fmt.max_field  # the sign bit, above the field, survived the cast
-                if i == 0:
-                    np.maximum(field, 1, out=fields[lo:hi])
-                else:
-                    np.maximum(fields[lo:hi], field, out=fields[lo:hi])
-            special = special or bool((bits == self._negative_zero).any())
+        chunk = min(n, CHUNK)
+        magnitude = np.empty(chunk, dtype=self.dtype)
+        field = np.empty(chunk, dtype=fmt.exponent_dtype)
+        ones = np.ones(chunk, dtype=fmt.exponent_dtype)  # array operands: scalars are slower
+        for lo in range(0, n, CHUNK):
+            hi = min(n, lo + CHUNK)
+            mag, top, one = magnitude[: hi - lo], fields[lo:hi], ones[: hi - lo]
+            for i, a in enumerate(addends):
+                np.abs(a[lo:hi], out=mag)
+                target = top if i == 0 else field[: hi - lo]
+                np.right_shift(mag.view(fmt.uint), fmt.mantissa_bits, out=target, casting="unsafe")
+                np.maximum(top, target if i else one, out=top)
+        negative_zero = np.iinfo(self._signed).min
+        special = any(int(a.view(self._signed).min()) == negative_zero for a in addends if n)
         if not addends:
             fields[...] = 1
         out[n] = special or (n > 0 and int(fields.max()) == fmt.max_field)

@@ -322,3 +322,28 @@ def test_extremes_subnormals_zeros_and_specials_have_the_reference_bits(
         ]
     got = comm.all_reduce_addends(_mine(comm, addends))
     assert all_ranks_ok(test_comm, _same_bits(got, _reference(addends))), f"{got}"
+
+
+@pytest.mark.usefixtures("deterministic")
+@pytest.mark.parametrize("segment", [1, 5, 64])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64"])
+def test_a_sum_in_segments_has_the_whole_arrays_bits(
+    comm: Communicator, test_comm: Any, monkeypatch: Any, dtype: str, segment: int
+) -> None:
+    # Large sums go segment by segment (deterministic.SEGMENT real elements at a time); the
+    # reference sums the whole array at once. Special values sit in some segments only, so
+    # segments with and without the special-value exchange meet in one call.
+    from mwms_mpi.collective import deterministic
+
+    if K % comm.size:
+        pytest.skip(f"{K} addends do not split over {comm.size} ranks")
+    monkeypatch.setattr(deterministic, "SEGMENT", segment)
+    addends = _global_addends(dtype, (23,), 9)
+    stress = _stress_values(real_dtype(np.dtype(dtype)).name)
+    with np.errstate(over="ignore"):
+        for i, a in enumerate(addends):
+            a[11 + i % 3] = stress[i % len(stress)]
+    got = comm.all_reduce_addends(_mine(comm, addends))
+    mean = comm.all_reduce_addends(_mine(comm, addends), divisor=K)
+    ok = _same_bits(got, _reference(addends)) and _same_bits(mean, _reference(addends, K))
+    assert all_ranks_ok(test_comm, ok), f"rank {comm.rank}: {got}"
