@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,10 +98,20 @@ def test_expand_hostlist_errors(hostlist: str) -> None:
 
 
 @pytest.mark.skipif(shutil.which("scontrol") is None, reason="scontrol not installed")
-def test_expand_hostlist_matches_scontrol() -> None:
+def test_expand_hostlist_matches_scontrol(tmp_path: Path) -> None:
+    # scontrol wants a configuration even to expand a hostlist; with none (Slurm installed but
+    # no cluster running, as on a machine where an earlier CI run installed slurm-wlm) it
+    # fails on a DNS lookup. A two-line one is enough.
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=hostlist\nSlurmctldHost=localhost\n")
+    env = {**os.environ, "SLURM_CONF": str(conf)}
     for hostlist in ["node[01-04],gpu[1-3,7]", "n[1-2],m5,o[3-4,6,7-9]", "gpu[008-010]"]:
         out = subprocess.run(
-            ["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True, check=True
+            ["scontrol", "show", "hostnames", hostlist],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
         )
         assert expand_hostlist(hostlist) == out.stdout.split()
 
