@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from mwms_mpi.data.distribute import dataset_for_worker
 from mwms_mpi.distribute.input_context import InputContext, InputOptions, InputReplicationMode
 from mwms_mpi.distribute.input_spec import Optional, PerReplicaSpec
 from mwms_mpi.values import regroup
+
+if TYPE_CHECKING:  # the strategy imports this module, never the other way at run time
+    from mwms_mpi.distribute.distribute_lib import Strategy
 
 __all__ = [
     "DistributedDataset",
@@ -107,7 +110,7 @@ class DistributedIterator:
         self,
         pipelines: Sequence[tuple[Iterator[Any], int, Any]],
         input_workers: InputWorkers,
-        strategy: Any,
+        strategy: Strategy,
         element_spec: Any,
         cardinality: int,
         partial_batches: bool,
@@ -229,7 +232,7 @@ class DistributedDataset:
         self,
         datasets: Sequence[tuple[Dataset, int]],
         input_workers: InputWorkers,
-        strategy: Any,
+        strategy: Strategy,
         cardinality: int,
         partial_batches: bool,
         infinite: bool,
@@ -318,7 +321,7 @@ def _enable_partial_batches(input_workers: InputWorkers, element_spec: Any, infi
 def get_distributed_dataset(
     dataset: Dataset,
     input_workers: InputWorkers,
-    strategy: Any,
+    strategy: Strategy,
     num_replicas_in_sync: int,
     options: InputOptions | None = None,
 ) -> DistributedDataset:
@@ -376,7 +379,7 @@ def check_from_function_options(options: InputOptions | None) -> None:
 def get_distributed_datasets_from_function(
     dataset_fn: Callable[[InputContext], Dataset],
     input_workers: InputWorkers,
-    strategy: Any,
+    strategy: Strategy,
     num_replicas_in_sync: int,
     options: InputOptions | None = None,
 ) -> DistributedDatasetsFromFunction:
