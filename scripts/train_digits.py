@@ -20,7 +20,9 @@ again with ``--resume`` and the same directory, and it continues from that step 
 the epoch, and the data order of that epoch are restored), ending with the weights an
 uninterrupted run would have. ``--resume`` on a directory without a checkpoint is an error
 (``--resume=auto`` starts from scratch then), a directory holding a checkpoint is never reused
-without ``--resume``, and resuming with other model or optimizer options names the difference.
+without ``--resume``, a ``checkpoint`` state file that names no checkpoint it can restore stops
+every mode (a new run would overwrite it), and resuming with other model or optimizer options
+names the difference.
 
 ``--device gpu`` trains on CuPy arrays: the weights live on each replica's GPU (the rank's,
 by node-local rank), the strategy fetches every batch there, and the arithmetic below runs in
@@ -353,13 +355,28 @@ def _check_resume(
     Every decision rests on sums over all replicas, so every worker takes the same one.
     """
     replicas = strategy.num_replicas_in_sync
-    found = train.latest_checkpoint(str(directory))
+    state_file = directory / "checkpoint"  # what latest_checkpoint reads
+    try:
+        found = train.latest_checkpoint(str(directory))
+        why = "it cannot be parsed (a warning above says why), or the checkpoint it names is gone"
+    except ValueError as exc:  # it parses but names no latest checkpoint: TF's ValueError
+        found, why = None, str(exc)
     seen = int(_replica_sum(strategy, lambda _: np.int64(found is not None)))
     if 0 < seen < replicas:
         _stop(
             strategy,
             f"only some workers see a checkpoint in {directory}: it must be on a "
             "file system that every worker shares",
+        )
+    # latest_checkpoint ignores a state file it cannot use, as TF's does; training from scratch
+    # would then overwrite it (and --resume=auto would silently start over), so every mode stops.
+    unusable = found is None and os.path.lexists(state_file)
+    if int(_replica_sum(strategy, lambda _: np.int64(unusable))):
+        _stop(
+            strategy,
+            f"the checkpoint state file {state_file} names no checkpoint that can be restored: "
+            f"{why if unusable else 'another worker cannot use it'}. Repair or remove it, or "
+            "choose another --checkpoint-dir",
         )
     if seen and not args.resume:
         _stop(

@@ -19,6 +19,12 @@ directory: an index's ``data_file`` must be ``<prefix name>.data-<hex>.npz`` and
 followed) inside the prefix's directory, and so must the index itself, else restoring raises
 ``DataLossError``. Saving never deletes a file an index names; it removes what killed writes of
 the same prefix left behind (orphaned data files, ``.*.tmp<pid>-<hex>`` files), found by name.
+
+For the same reason every byte of the index and the data file is untrusted: whatever they hold
+(JSON nested too deep for the parser, numbers too large for an integer, a zip member with a
+compression method or ``.npy`` header this format never writes, a FIFO in place of a file),
+restoring raises ``DataLossError`` naming the file, and never allocates more than the data file
+holds (each member's ``.npy`` header is checked against the index and the member's size first).
 """
 
 from __future__ import annotations
@@ -26,9 +32,12 @@ from __future__ import annotations
 import contextlib
 import glob
 import json
+import math
 import os
 import re
+import stat
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import IO
@@ -191,6 +200,94 @@ class CheckpointData:
     save_counter: int = 0
 
 
+def _open_regular(path: str) -> IO[bytes]:
+    """Opens ``path`` for reading, refusing (``ValueError``) anything but a regular file.
+
+    ``O_NONBLOCK`` keeps a FIFO planted in its place from blocking the open; it changes nothing
+    for a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(f"{path} is a directory")
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{path} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+# What parsing untrusted bytes raises besides ValueError (UnicodeDecodeError and JSONDecodeError
+# are ValueErrors): JSON nested too deep (RecursionError is a RuntimeError), a number too large
+# for int() (OverflowError), fields of the wrong type or missing.
+_INDEX_ERRORS = (
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    RuntimeError,
+    OverflowError,
+)
+# And what reading a zip of .npy members can raise: truncated or garbled archives and members,
+# a compression method or encryption zipfile does not support (NotImplementedError,
+# RuntimeError), a missing member (KeyError), a bad deflate stream (zlib.error).
+_DATA_ERRORS = (
+    OSError,
+    EOFError,
+    zipfile.BadZipFile,
+    NotImplementedError,
+    zlib.error,
+    *_INDEX_ERRORS,
+)
+
+
+def _npy_header(member: IO[bytes], key: str) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype a ``.npy`` member's header declares (its data is not read)."""
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+    else:
+        raise ValueError(f"{key!r} is in .npy format version {version}, which is never written")
+    return tuple(shape), dtype
+
+
+def _read_member(
+    archive: zipfile.ZipFile, key: str, shape: tuple[int, ...], dtype: np.dtype
+) -> np.ndarray:
+    """Reads the member of ``key``, checked against the index's ``shape`` and ``dtype``.
+
+    The member must be stored as this format writes it (uncompressed, not encrypted) and its
+    ``.npy`` header must match the index and fit in the member before any array is allocated,
+    so a crafted header cannot make restoring allocate more than the file holds.
+    """
+    info = archive.getinfo(key + ".npy")
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
+        raise ValueError(
+            f"{key!r} is stored with compression method {info.compress_type} (flags "
+            f"{info.flag_bits:#x}); this format writes uncompressed, unencrypted members"
+        )
+    if info.file_size != info.compress_size:
+        raise ValueError(f"{key!r} is stored uncompressed but its sizes differ")
+    with archive.open(info) as member:
+        declared = _npy_header(member, key)
+    if declared != (shape, dtype):
+        raise ValueError(
+            f"{key!r} is {declared[1]}{list(declared[0])}, the index says {dtype}{list(shape)}"
+        )
+    if math.prod(shape) * dtype.itemsize > info.file_size:
+        raise ValueError(f"{key!r} declares more data than its {info.file_size} bytes")
+    with archive.open(info) as member:
+        array = np.lib.format.read_array(member, allow_pickle=False)
+        if member.read():
+            raise ValueError(f"trailing bytes after {key!r}")
+    return array
+
+
 def read_checkpoint(prefix: str) -> CheckpointData:
     """Reads and verifies the checkpoint at ``prefix``.
 
@@ -203,7 +300,7 @@ def read_checkpoint(prefix: str) -> CheckpointData:
     if os.path.lexists(path) and not is_inside(path, directory):
         raise _data_loss(prefix, f"its index {path} resolves to a file outside {directory}")
     try:
-        with open(path, "rb") as file:
+        with _open_regular(path) as file:
             raw = file.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
         raise errors.NotFoundError(
@@ -213,6 +310,8 @@ def read_checkpoint(prefix: str) -> CheckpointData:
             "that the path is correct. You may be missing the checkpoint suffix (e.g. the '-1' "
             "in 'path/to/ckpt-1').",
         ) from exc
+    except (OSError, ValueError) as exc:
+        raise _data_loss(prefix, f"its index {path} cannot be read ({exc})") from exc
     try:
         index = json.loads(raw)
         if not isinstance(index, dict):
@@ -226,7 +325,7 @@ def read_checkpoint(prefix: str) -> CheckpointData:
         shapes = {key: tuple(int(n) for n in index["shapes"][key]) for key in keys}
         dtypes = {key: np.dtype(index["dtypes"][key]) for key in keys}
         crcs = {key: int(index["crc32"][key]) for key in keys}
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+    except _INDEX_ERRORS as exc:
         raise _data_loss(prefix, f"the index {path} is incomplete or corrupt ({exc})") from exc
     data_path = os.path.join(os.path.dirname(prefix), str(data_name))
     if not _data_file_name_ok(prefix, data_name):
@@ -240,32 +339,29 @@ def read_checkpoint(prefix: str) -> CheckpointData:
             prefix, f"its data file {data_path} resolves to a file outside {directory}"
         )
     try:
-        size = os.path.getsize(data_path)
-    except OSError as exc:
-        raise _data_loss(prefix, f"its data file {data_path} is missing ({exc})") from exc
-    if size != data_bytes:
+        data = _open_regular(data_path)
+    except (OSError, ValueError) as exc:
         raise _data_loss(
-            prefix, f"its data file {data_path} has {size} bytes, the index says {data_bytes}"
-        )
+            prefix, f"its data file {data_path} is missing or not a regular file ({exc})"
+        ) from exc
     result = CheckpointData(prefix, save_counter=counter)
-    try:
-        with zipfile.ZipFile(data_path) as archive:
-            for key in keys:
-                info = archive.getinfo(key + ".npy")
-                if crcs[key] != info.CRC:
-                    raise ValueError(f"CRC-32 of {key!r} is {info.CRC}, the index says {crcs[key]}")
-                with archive.open(info) as member:
-                    array = np.lib.format.read_array(member, allow_pickle=False)
-                    if member.read():
-                        raise ValueError(f"trailing bytes after {key!r}")
-                if array.shape != shapes[key] or array.dtype != dtypes[key]:
-                    raise ValueError(
-                        f"{key!r} is {array.dtype}{list(array.shape)}, the index says "
-                        f"{dtypes[key]}{list(shapes[key])}"
-                    )
-                result.arrays[key] = array
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-        raise _data_loss(prefix, f"its data file {data_path} is corrupt ({exc})") from exc
+    with data:
+        size = os.fstat(data.fileno()).st_size
+        if size != data_bytes:
+            raise _data_loss(
+                prefix, f"its data file {data_path} has {size} bytes, the index says {data_bytes}"
+            )
+        try:
+            with zipfile.ZipFile(data) as archive:
+                for key in keys:
+                    info = archive.getinfo(key + ".npy")
+                    if crcs[key] != info.CRC:
+                        raise ValueError(
+                            f"CRC-32 of {key!r} is {info.CRC}, the index says {crcs[key]}"
+                        )
+                    result.arrays[key] = _read_member(archive, key, shapes[key], dtypes[key])
+        except _DATA_ERRORS as exc:
+            raise _data_loss(prefix, f"its data file {data_path} is corrupt ({exc})") from exc
     return result
 
 

@@ -21,19 +21,19 @@ Multi-worker rules (TF's ``MultiWorkerMirroredStrategy`` documentation): every w
 ``save``/``write``, because reading a ``SyncOnReadVariable`` is a collective; so every worker reads
 every value, in the same order, before anything is written. The chief
 (``strategy.extended.should_checkpoint``) then writes to the real path; the other workers write
-to ``<dir>/workertemp_<task_id>/`` (TF's ``write_dirpath``) and remove it; the chief removes
-those that killed workers left (``_worker_dirs.py``). Finally the workers
-agree (one small all-reduce on the strategy's communicator) that the chief's write succeeded, so
-``save`` returns on every worker only once the chief's files are complete, and a failed write
-raises on every worker instead of leaving them to diverge. The strategy is the current one, or
-else the ``distribute_strategy`` of the first saved variable that has one.
+to ``<dir>/workertemp_<task_id>/`` (TF's ``write_dirpath``) and remove it, refusing one that is
+a symlink or not their own; the chief removes those that killed workers left
+(``_worker_dirs.py``). Finally the workers agree (one small all-reduce on the strategy's
+communicator) that the chief's write succeeded, so ``save`` returns on every worker only once
+the chief's files are complete, and a failed write raises on every worker instead of leaving
+them to diverge. The strategy is the current one, or else the ``distribute_strategy`` of the
+first saved variable that has one.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
-import shutil
 import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -48,7 +48,12 @@ from mwms_mpi.train._status import (
     InitializationOnlyStatus,
     SaveCounter,
 )
-from mwms_mpi.train._worker_dirs import sweep_stale_worker_dirs, worker_temp_dir
+from mwms_mpi.train._worker_dirs import (
+    prepare_worker_temp_dir,
+    remove_worker_temp_dir,
+    sweep_stale_worker_dirs,
+    worker_temp_dir,
+)
 
 _RESERVED = ("save_counter",)
 _OP = "checkpoint"
@@ -263,10 +268,15 @@ class Checkpoint:
         chief = bool(strategy.extended.should_checkpoint)
         directory = os.path.dirname(file_prefix) or "."
         temp_dir = None if chief else worker_temp_dir(directory, strategy)
+        prepared = False  # only a temp dir this worker checked is written to and removed
         failure: Exception | None = None
         try:
+            if temp_dir is None:
+                os.makedirs(directory, exist_ok=True)
+            else:
+                prepare_worker_temp_dir(directory, temp_dir)
+                prepared = True
             write_dir = directory if temp_dir is None else temp_dir
-            os.makedirs(write_dir, exist_ok=True)
             prefix = os.path.join(write_dir, os.path.basename(file_prefix))
             _format.write_checkpoint(prefix, values, int(self._save_counter))
             if chief and commit is not None:
@@ -274,8 +284,8 @@ class Checkpoint:
         except Exception as exc:
             failure = exc
         finally:
-            if temp_dir is not None:
-                shutil.rmtree(temp_dir, ignore_errors=True)
+            if temp_dir is not None and prepared:
+                remove_worker_temp_dir(directory, temp_dir)
         communicator = getattr(strategy.extended, "communicator", None)
         failed = failure is not None
         if communicator is not None:

@@ -51,6 +51,24 @@ def test_checkpoint_directory_per_run_and_resume_refusals(tmp_path: Path) -> Non
         assert (tmp_path / found[0] / "checkpoint").exists()
     assert made[0] != made[1]
 
+    # --resume=auto (the sbatch default) on a directory without a checkpoint says it starts
+    # over; run again, it resumes.
+    result = demo("--resume=auto", "--checkpoint-dir", "fresh")
+    assert result.returncode == 0, result.describe()
+    assert result.stdout.count("no checkpoint in fresh: starting from scratch") == 1, (
+        result.describe()
+    )
+    result = demo("--resume=auto", "--checkpoint-dir", "fresh")
+    assert result.returncode == 0, result.describe()
+    assert re.search(r"^resumed from fresh/ckpt-1 at epoch 1", result.stdout, re.M), (
+        result.describe()
+    )
+
+    # A state file that names no checkpoint it can restore is never silently replaced.
+    garbled = tmp_path / "garbled" / "checkpoint"
+    garbled.parent.mkdir()
+    garbled.write_bytes(b"model_checkpoint_path: 3\n")
+    unusable = "the checkpoint state file garbled/checkpoint names no checkpoint that can be"
     refusals = {
         ("--resume",): "--resume needs the --checkpoint-dir",
         ("--resume", "--checkpoint-dir", "nowhere"): "--resume: there is no checkpoint in nowhere",
@@ -59,6 +77,8 @@ def test_checkpoint_directory_per_run_and_resume_refusals(tmp_path: Path) -> Non
             "is of another model or optimizer: it was trained with --optimizer 'sgd', this run "
             "asks for 'adam'"
         ),
+        ("--resume=auto", "--checkpoint-dir", "garbled"): unusable,
+        ("--checkpoint-dir", "garbled"): unusable,
     }
     for args, message in refusals.items():
         result = demo(*args)
@@ -67,3 +87,5 @@ def test_checkpoint_directory_per_run_and_resume_refusals(tmp_path: Path) -> Non
         assert message in result.stderr, result.describe()
         assert "Abort" not in result.output and "Traceback" not in result.output
     assert not (tmp_path / "nowhere").exists()
+    assert garbled.read_bytes() == b"model_checkpoint_path: 3\n"
+    assert sorted(p.name for p in garbled.parent.iterdir()) == ["checkpoint"]

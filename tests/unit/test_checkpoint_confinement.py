@@ -9,15 +9,23 @@ be parsed is logged and ignored ("Checkpoint ignored"), as TF's ``get_checkpoint
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import os
+import struct
+import types
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from mwms_mpi import errors, train
 from mwms_mpi.train import _format, _state
+from mwms_mpi.train import checkpoint as checkpoint_module
 
 VICTIM = b"precious data\n"
 
@@ -49,7 +57,7 @@ def _restore(prefix: str) -> np.ndarray:
     return target
 
 
-# -- an index naming a file outside -------------------------------------------------------------
+# -- an index naming a file outside ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", ["dotdot", "absolute", "subdir"])
@@ -97,7 +105,7 @@ def test_index_symlinked_outside_is_data_loss_and_not_read(layout: tuple[Path, P
     assert not index.is_symlink() and outside.exists()
 
 
-# -- a state file naming a checkpoint outside ---------------------------------------------------
+# -- a state file naming a checkpoint outside --------------------------------------------------
 
 
 def _plant_outside_checkpoint(tmp_path: Path) -> tuple[str, list[Path]]:
@@ -151,7 +159,7 @@ def test_remove_checkpoint_refuses_a_prefix_outside_its_directory(tmp_path: Path
     assert sorted((tmp_path / "elsewhere").iterdir()) == files
 
 
-# -- corrupt metadata ----------------------------------------------------------------------------
+# -- corrupt metadata --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -218,7 +226,7 @@ def test_unreadable_state_is_ignored(tmp_path: Path, caplog: pytest.LogCaptureFi
     assert "Checkpoint ignored" in caplog.text
 
 
-# -- leftovers of killed saves --------------------------------------------------------------------
+# -- leftovers of killed saves -----------------------------------------------------------------
 
 
 def test_next_save_of_a_prefix_sweeps_what_killed_saves_left(tmp_path: Path) -> None:
@@ -253,3 +261,239 @@ def test_deleting_old_checkpoints_removes_their_leftovers_too(tmp_path: Path) ->
     (tmp_path / ".ckpt-1.data-0a1b2c3d.npz.tmp7-deadbeef").write_bytes(b"x")
     manager.save()
     assert sorted(p.name for p in tmp_path.iterdir() if "ckpt-1" in p.name) == []
+
+
+# -- a non-chief worker's workertemp_<id> directory --------------------------------------------
+
+
+def _as_non_chief(monkeypatch: pytest.MonkeyPatch, task_id: int = 3) -> None:
+    """Makes every Checkpoint save as worker ``task_id``, not the chief (no communicator)."""
+    extended = types.SimpleNamespace(should_checkpoint=False, communicator=None)
+    resolver = types.SimpleNamespace(task_id=task_id)
+    strategy = types.SimpleNamespace(extended=extended, cluster_resolver=resolver)
+    monkeypatch.setattr(checkpoint_module, "strategy_for", lambda objects: strategy)
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+@pytest.mark.parametrize("kind", ["symlink_outside", "symlink_inside", "file", "foreign_owner"])
+def test_non_chief_refuses_a_planted_workertemp_and_touches_nothing_through_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    directory = tmp_path / "ckpts"
+    directory.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    # What a write through the link would overwrite (the index) or sweep (data files).
+    (outside / "victim.txt").write_bytes(VICTIM)
+    (outside / "ckpt-1.index.json").write_bytes(VICTIM)
+    (outside / "ckpt-1.data-0123abcd.npz").write_bytes(VICTIM)
+    before = _snapshot(outside)
+    planted = directory / "workertemp_3"
+    if kind == "symlink_outside":
+        planted.symlink_to(outside)
+    elif kind == "symlink_inside":  # even a link to a directory inside is not the worker's own
+        (directory / "other").mkdir()
+        planted.symlink_to(directory / "other")
+    elif kind == "file":
+        planted.write_bytes(VICTIM)
+    else:
+        if os.getuid() != 0:
+            pytest.skip("only root can give a directory to another user")
+        planted.mkdir()
+        os.chown(planted, 4242, -1)
+    _as_non_chief(monkeypatch)
+    manager = train.CheckpointManager(train.Checkpoint(v=np.arange(3.0)), str(directory), 1)
+    with pytest.raises(errors.PermissionDeniedError, match="Refusing to write") as info:
+        manager.save()
+    assert str(planted) in str(info.value)
+    assert "Nothing was written or deleted through it" in str(info.value)
+    expected = {
+        "symlink_outside": "symbolic link",
+        "symlink_inside": "symbolic link",
+        "file": "not a directory",
+        "foreign_owner": "belongs to user id 4242",
+    }
+    assert expected[kind] in str(info.value)
+    assert _snapshot(outside) == before  # nothing written, overwritten or deleted outside
+    assert os.path.lexists(planted)  # the evidence is left for the user to see
+    if kind == "symlink_inside":
+        assert list((directory / "other").iterdir()) == []
+
+
+def test_non_chief_reuses_its_own_leftover_workertemp_and_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leftover = tmp_path / "workertemp_3"  # what a killed save of this worker left
+    leftover.mkdir()
+    (leftover / "ckpt-1.data-0a0a0a0a.npz").write_bytes(b"x")
+    _as_non_chief(monkeypatch)
+    assert train.Checkpoint(v=np.arange(3.0)).save(str(tmp_path / "ckpt")) == str(
+        tmp_path / "ckpt-1"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_non_chief_leaves_a_workertemp_swapped_for_a_link_during_its_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = tmp_path / "ckpts"
+    directory.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_bytes(VICTIM)
+    real_write = _format.write_checkpoint
+
+    def write_then_swap(prefix: str, *args: Any) -> None:
+        real_write(prefix, *args)
+        moved = directory / "moved"
+        os.rename(os.path.dirname(prefix), moved)  # the swap an attacker could race in
+        (directory / "workertemp_3").symlink_to(outside)
+
+    monkeypatch.setattr(_format, "write_checkpoint", write_then_swap)
+    _as_non_chief(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="mwms_mpi.train._worker_dirs"):
+        train.Checkpoint(v=np.arange(3.0)).save(str(directory / "ckpt"))
+    assert "Not removing" in caplog.text and "symbolic link" in caplog.text
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+    assert (outside / "victim.txt").read_bytes() == VICTIM
+
+
+# -- corrupt metadata of every kind ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"data_bytes": 1e400},
+        {"save_counter": 1e400},
+        {"shapes": {"v": [1e400]}},
+        {"crc32": {"v": float("nan")}},
+        {"dtypes": {"v": [["a", "f8", [10**30]]]}},
+    ],
+    ids=["data_bytes_inf", "save_counter_inf", "shape_inf", "crc_nan", "dtype_garbage"],
+)
+def test_index_numbers_out_of_range_are_data_loss(tmp_path: Path, change: dict[str, Any]) -> None:
+    prefix = _save_one(tmp_path)
+    path = Path(prefix + ".index.json")
+    index = json.loads(path.read_text())
+    index.update(change)
+    path.write_text(json.dumps(index).replace("Infinity", "1e400"))  # as found: a float
+    with pytest.raises(errors.DataLossError, match="incomplete or corrupt") as info:
+        _restore(prefix)
+    assert str(path) in str(info.value)
+    assert isinstance(info.value.__cause__, (OverflowError, ValueError, TypeError))
+
+
+def test_index_nested_too_deep_is_data_loss(tmp_path: Path) -> None:
+    prefix = _save_one(tmp_path)
+    path = Path(prefix + ".index.json")
+    path.write_text("[" * 100_000)
+    with pytest.raises(errors.DataLossError, match="incomplete or corrupt") as info:
+        _restore(prefix)
+    assert str(path) in str(info.value)
+    assert isinstance(info.value.__cause__, RecursionError)
+
+
+def _replace_data(prefix: str, members: dict[str, bytes], patch: Callable[[bytes], bytes]) -> Path:
+    """Rewrites ``prefix``'s data file as a zip of ``members``, bytes then passed through
+    ``patch``, and fixes the index's size and CRCs so that only the data file is wrong."""
+    index_file = Path(prefix + ".index.json")
+    index = json.loads(index_file.read_text())
+    data = index_file.parent / index["data_file"]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+        crcs = {info.filename.removesuffix(".npy"): info.CRC for info in archive.infolist()}
+    data.write_bytes(patch(buffer.getvalue()))
+    index["data_bytes"] = data.stat().st_size
+    index["crc32"].update(crcs)
+    index_file.write_text(json.dumps(index))
+    return data
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _method(method: int, flags: int = 0) -> Callable[[bytes], bytes]:
+    """Sets every member's compression method (and flags) in the local and central headers."""
+
+    def patch(raw: bytes) -> bytes:
+        out = bytearray(raw)
+        for signature, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+            start = out.find(signature)
+            while start >= 0:
+                struct.pack_into("<HH", out, start + at, flags, method)
+                start = out.find(signature, start + 4)
+        return bytes(out)
+
+    return patch
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "method_99",
+        "deflate_garbage",
+        "encrypted",
+        "member_missing",
+        "not_npy",
+        "npy_truncated",
+        "npy_other_shape",
+        "npy_huge_shape",
+        "not_a_zip",
+    ],
+)
+def test_corrupt_data_file_of_every_kind_is_data_loss(tmp_path: Path, case: str) -> None:
+    prefix = _save_one(tmp_path)
+    good = _npy(np.arange(3.0))
+    keep = _npy(np.array(1, dtype=np.int64))  # save_counter
+    members: dict[str, bytes] = {"v.npy": good, "save_counter.npy": keep}
+    patch: Callable[[bytes], bytes] = bytes
+    if case == "method_99":  # zipfile: NotImplementedError
+        patch = _method(99)
+    elif case == "deflate_garbage":  # stored bytes read as a deflate stream: zlib.error
+        patch = _method(zipfile.ZIP_DEFLATED)
+    elif case == "encrypted":  # zipfile: RuntimeError, a password is required
+        patch = _method(zipfile.ZIP_STORED, flags=0x1)
+    elif case == "member_missing":  # zipfile: KeyError
+        del members["v.npy"]
+    elif case == "not_npy":  # numpy: ValueError
+        members["v.npy"] = b"garbage!" * 10
+    elif case == "npy_truncated":  # numpy: ValueError (EOF)
+        members["v.npy"] = good[:-5]
+    elif case == "npy_other_shape":
+        members["v.npy"] = _npy(np.arange(4.0))
+    elif case == "npy_huge_shape":  # an 8 TB array declared in 100 bytes: MemoryError unchecked
+        header = io.BytesIO()
+        declared = {"descr": "<f8", "fortran_order": False, "shape": (10**12,)}
+        np.lib.format.write_array_header_1_0(header, declared)
+        members["v.npy"] = header.getvalue() + bytes(24)
+    data = _replace_data(prefix, members, patch)
+    if case == "npy_huge_shape":
+        _edit_index(prefix, shapes={"v": [10**12], "save_counter": []})
+    if case == "not_a_zip":
+        data.write_bytes(b"\0" * data.stat().st_size)
+    with pytest.raises(errors.DataLossError, match="is corrupt") as info:
+        _restore(prefix)
+    assert str(data) in str(info.value)
+    assert info.value.__cause__ is not None  # raised from the original error
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("which", ["index", "data"])
+def test_a_fifo_in_place_of_a_file_is_data_loss_not_a_hang(tmp_path: Path, which: str) -> None:
+    prefix = _save_one(tmp_path)
+    index = Path(prefix + ".index.json")
+    path = index if which == "index" else tmp_path / json.loads(index.read_text())["data_file"]
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(errors.DataLossError, match="not a regular file") as info:
+        _restore(prefix)
+    assert str(path) in str(info.value)
