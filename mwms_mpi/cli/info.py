@@ -133,8 +133,10 @@ def job_facts(MPI: Any) -> dict[str, Any]:
     try:
         found = mpiexec.probe()
         facts["mpiexec"] = f"{found.path}: {found.family.name} ({found.version})"
+        facts["abort"] = abort_report(found.family)
     except Exception as exc:  # none beside this Python: the job came from elsewhere (srun)
         facts["mpiexec"] = f"none found ({type(exc).__name__})"
+        facts["abort"] = "as the launcher that started the job reports it (no mpiexec to ask)"
     if "SLURM_JOB_ID" in os.environ:
         env = os.environ
         facts["slurm"] = (
@@ -147,6 +149,21 @@ def job_facts(MPI: Any) -> dict[str, Any]:
         f"Python {platform.python_version()}"
     )
     return facts
+
+
+def abort_report(family: mpiexec.Family) -> str:
+    """How ``family``'s ``mpiexec`` reports a job this package aborts, in one line.
+
+    A failed rank ends the job with ``MPI_Abort`` (``mwms_mpi.run``: status 1 for an uncaught
+    exception), and each launcher family words that differently (the texts measured in
+    ``cluster/mpiexec.py``). Shown so that a user reading a job's log knows which line is the
+    abort and that the job's exit status is the aborting rank's, not a crash of the launcher:
+    every family measured (MPICH and Intel MPI hydra, Open MPI prterun) exits with it.
+    """
+    return (
+        f'{family.name}\'s mpiexec prints "{family.abort_text}" and exits with the aborting '
+        "rank's status (mwms_mpi.run: 1 for an uncaught exception)"
+    )
 
 
 def _mpi4py_version() -> str:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.launch import REPO_ROOT, child_env, json_records, run_mpi, write_script
+from mwms_mpi.cli.info import abort_report
+from mwms_mpi.cluster.mpiexec import FAMILIES, Family
+from tests.support.launch import REPO_ROOT, child_env, json_records, mpiexec, run_mpi, write_script
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -26,6 +28,9 @@ def test_info_under_mpiexec_reports_every_rank_once() -> None:
     assert job["cuda_aware"] == "no"  # none of the PyPI wheels is, without I_MPI_OFFLOAD
     assert job["path"].endswith((".so.12", ".so.40", ".so")), job
     assert "node-local rank from $" in job["launcher"], job
+    # How this job's launcher reports an abort: the text to look for in a failed job's log.
+    family = mpiexec().family
+    assert job["abort"] == abort_report(family) and family.abort_text in job["abort"], job
     assert [r["rank"] for r in ranks] == [0, 1]
     for rank, row in enumerate(ranks):
         assert row["task"] == f"worker:{rank}" and row["replicas"] == 1, row
@@ -42,6 +47,8 @@ def test_info_table_alone() -> None:
     lines = done.stdout.splitlines()
     assert lines[0] == "mwms-mpi info: 1 rank", done.stdout
     assert "launcher      none (a plain `python`: a world of one)" in done.stdout, done.stdout
+    abort = next(line for line in lines if line.startswith("  abort "))
+    assert mpiexec().family.abort_text in abort and "aborting rank's status" in abort, abort
     header = next(line for line in lines if line.startswith("rank "))
     assert header.split()[:7] == ["rank", "host", "Slurm", "node", "local", "task", "replicas"]
     assert lines[-1].split()[2:6] == ["-", "0/1", "worker:0", "1"], done.stdout
@@ -60,6 +67,14 @@ def test_info_names_a_size_one_world_under_a_launcher_that_started_two() -> None
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(done.stdout)["ranks"]
     assert "error: RuntimeError: The launcher started 2 processes" in row["devices"], row
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
+def test_abort_report_names_each_family_s_own_text(family: Family) -> None:
+    # What info shows for MPICH, Intel MPI and Open MPI alike, whichever this machine runs.
+    line = abort_report(family)
+    assert line.startswith(f'{family.name}\'s mpiexec prints "{family.abort_text}"'), line
+    assert "exits with the aborting rank's status" in line, line
 
 
 def test_bench_plot(tmp_path: Path) -> None:

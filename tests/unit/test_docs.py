@@ -16,7 +16,10 @@ def test_porting_page_has_the_readme_training_loop() -> None:
     ctl = re.search(r"`ctl.py`:\n\n```python\n(.*?)```", readme, re.S)
     assert ctl is not None, "README lost its ctl.py example"
     assert ctl[1] in _python_blocks((REPO_ROOT / "docs" / "porting.md").read_text())
+    # The steps of TF's canonical loop (issue 13), each made with the package's own API: the
+    # loss averaged over the global batch by nn.compute_average_loss, not by hand.
     for step in ("strategy.scope()", "experimental_distribute_dataset", "strategy.run(",
+                 "nn.compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH)",
                  "apply_gradients", "strategy.reduce(", "CheckpointManager"):  # fmt: skip
         assert step in ctl[1], step
 
