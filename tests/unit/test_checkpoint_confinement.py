@@ -278,16 +278,22 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 
 
-@pytest.mark.parametrize("kind", ["symlink_outside", "symlink_inside", "file", "foreign_owner"])
-def test_non_chief_refuses_a_planted_workertemp_and_touches_nothing_through_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
-) -> None:
+def _shared_and_outside(tmp_path: Path) -> tuple[Path, Path]:
+    """A checkpoint directory, and a directory beside it holding another person's file."""
     directory = tmp_path / "ckpts"
     directory.mkdir()
     outside = tmp_path / "outside"
     outside.mkdir()
-    # What a write through the link would overwrite (the index) or sweep (data files).
     (outside / "victim.txt").write_bytes(VICTIM)
+    return directory, outside
+
+
+@pytest.mark.parametrize("kind", ["symlink_outside", "symlink_inside", "file", "foreign_owner"])
+def test_non_chief_refuses_a_planted_workertemp_and_touches_nothing_through_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    directory, outside = _shared_and_outside(tmp_path)
+    # What a write through the link would overwrite (the index) or sweep (data files).
     (outside / "ckpt-1.index.json").write_bytes(VICTIM)
     (outside / "ckpt-1.data-0123abcd.npz").write_bytes(VICTIM)
     before = _snapshot(outside)
@@ -339,11 +345,7 @@ def test_non_chief_reuses_its_own_leftover_workertemp_and_removes_it(
 def test_non_chief_leaves_a_workertemp_swapped_for_a_link_during_its_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    directory = tmp_path / "ckpts"
-    directory.mkdir()
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "victim.txt").write_bytes(VICTIM)
+    directory, outside = _shared_and_outside(tmp_path)
     real_write = _format.write_checkpoint
 
     def write_then_swap(prefix: str, *args: Any) -> None:
