@@ -174,7 +174,7 @@ correctness() {
   step "mwms-mpi info, Intel MPI offload=$offload, 2 ranks" 90 \
     impi "$I/bin/mpiexec.hydra" -n 2 "$V/bin/python" -m mwms_mpi info
   step "make test-gpu, mpich wheel (sizes $GPU_SIZES; expect $expect_mpich)" 270 \
-    mpich suite test-gpu "$V/bin/mpiexec" "$GPU_SIZES" GPU_SIZES="$GPU_SIZES"
+    mpich suite test-gpu "$V/bin/mpiexec" "$GPU_SIZES" GPU_SIZES="$GPU_SIZES" MPI=mpich
   step "make test-gpu, Intel MPI offload=$offload (sizes $GPU_SIZES; expect $expect_impi)" 270 \
     impi suite test-gpu "$I/bin/mpiexec.hydra" "$GPU_SIZES" GPU_SIZES="$GPU_SIZES" MPI=impi
 }
@@ -190,9 +190,9 @@ bench() {
     mpich "$V/bin/mpiexec" -n 1 "${run_py[@]}" scripts/bench_gpu.py $BENCH_ARGS \
     --json "$OUT/bench-nccl-1.json"
   step "make test-mpi (CPU suites), GPU hidden, sizes $CPU_SIZES" 240 \
-    hidden mpich suite test-mpi "$V/bin/mpiexec" "$CPU_SIZES" MPI_SIZES="$CPU_SIZES"
+    hidden mpich suite test-mpi "$V/bin/mpiexec" "$CPU_SIZES" MPI_SIZES="$CPU_SIZES" MPI=mpich
   step "make test-mpi (CPU suites), GPU visible, 2 ranks" 90 \
-    mpich suite test-mpi "$V/bin/mpiexec" 2 MPI_SIZES=2
+    mpich suite test-mpi "$V/bin/mpiexec" 2 MPI_SIZES=2 MPI=mpich
 }
 
 if ! install >>"$log" 2>&1; then
