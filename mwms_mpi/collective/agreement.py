@@ -161,12 +161,7 @@ class Agreement:
             out[2] = out[3] = 0
             self._carries_value = False
         self.agreements += 1
-        request = self._persistent
-        if request is None:  # an MPI before 4.0: the nonblocking call, as on the deadline path
-            request = self.comm.Iallreduce(self._send, self._recv, self._max)
-        else:
-            request.Start()
-        request.Wait()
+        self._started().Wait()
         self.calls += 1
         got = self._in
         if got[0] != -got[1]:
@@ -199,17 +194,20 @@ class Agreement:
         out[3] = -value
         self._carries_value = value != 0
         self.agreements += 1
-        request = self._persistent
-        if request is None:
-            # An MPI before 4.0: the nonblocking call on every path, since a blocking call on
-            # one rank and a nonblocking one on another (ranks whose deadlines differ) do not
-            # match in MPI.
-            request = self.comm.Iallreduce(self._send, self._recv, self._max)
-        else:
-            request.Start()
+        request = self._started()
         if blocking:
             request.Wait()
             return None
+        return request
+
+    def _started(self) -> Any:
+        """The agreement's all-reduce of the send buffer, started: the persistent request, or
+        before MPI 4.0 an ``Iallreduce`` on every path, with or without a deadline (a blocking
+        call on one rank and a nonblocking one on another do not match in MPI)."""
+        request = self._persistent
+        if request is None:
+            return self.comm.Iallreduce(self._send, self._recv, self._max)
+        request.Start()
         return request
 
     def finish(self, op_name: str, layout: Layout) -> tuple[int, int]:

@@ -89,7 +89,7 @@ def _reduce_reals(
     exponents = pool.take((step + 1,), np.dtype(plan.fmt.exponent_dtype), np.empty)
     words = pool.take((step * plan.words,), np.dtype(np.float64), np.empty)
     units = pool.take((step,), np.dtype(np.int32), np.empty)
-    for lo in range(0, n, step) if n else [0]:
+    for lo in range(0, n, step) if n else [0]:  # empty: one empty segment, as on every rank
         hi = min(n, lo + step)
         m = hi - lo
         part = plan.segment(m)

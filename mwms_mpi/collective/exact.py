@@ -160,7 +160,7 @@ class ExactSum:
                 np.right_shift(mag.view(fmt.uint), fmt.mantissa_bits, out=target, casting="unsafe")
                 np.maximum(top, target if i else one, out=top)
         negative_zero = np.iinfo(self._signed).min
-        special = any(int(a.view(self._signed).min()) == negative_zero for a in addends if n)
+        special = n > 0 and any(int(a.view(self._signed).min()) == negative_zero for a in addends)
         if not addends:
             fields[...] = 1
         out[n] = special or (n > 0 and int(fields.max()) == fmt.max_field)

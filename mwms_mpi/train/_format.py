@@ -257,15 +257,18 @@ def _npy_header(member: IO[bytes], key: str) -> tuple[tuple[int, ...], np.dtype]
 
 
 def _read_member(
-    archive: zipfile.ZipFile, key: str, shape: tuple[int, ...], dtype: np.dtype
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    key: str,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
 ) -> np.ndarray:
-    """Reads the member of ``key``, checked against the index's ``shape`` and ``dtype``.
+    """Reads ``key``'s member ``info``, checked against the index's ``shape`` and ``dtype``.
 
     The member must be stored as this format writes it (uncompressed, not encrypted) and its
     ``.npy`` header must match the index and fit in the member before any array is allocated,
     so a crafted header cannot make restoring allocate more than the file holds.
     """
-    info = archive.getinfo(key + ".npy")
     if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
         raise ValueError(
             f"{key!r} is stored with compression method {info.compress_type} (flags "
@@ -359,7 +362,7 @@ def read_checkpoint(prefix: str) -> CheckpointData:
                         raise ValueError(
                             f"CRC-32 of {key!r} is {info.CRC}, the index says {crcs[key]}"
                         )
-                    result.arrays[key] = _read_member(archive, key, shapes[key], dtypes[key])
+                    result.arrays[key] = _read_member(archive, info, key, shapes[key], dtypes[key])
         except _DATA_ERRORS as exc:
             raise _data_loss(prefix, f"its data file {data_path} is corrupt ({exc})") from exc
     return result

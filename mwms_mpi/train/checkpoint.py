@@ -268,14 +268,14 @@ class Checkpoint:
         chief = bool(strategy.extended.should_checkpoint)
         directory = os.path.dirname(file_prefix) or "."
         temp_dir = None if chief else worker_temp_dir(directory, strategy)
-        prepared = False  # only a temp dir this worker checked is written to and removed
+        prepared: str | None = None  # the temp dir this worker checked: only it is removed
         failure: Exception | None = None
         try:
             if temp_dir is None:
                 os.makedirs(directory, exist_ok=True)
             else:
                 prepare_worker_temp_dir(directory, temp_dir)
-                prepared = True
+                prepared = temp_dir
             write_dir = directory if temp_dir is None else temp_dir
             prefix = os.path.join(write_dir, os.path.basename(file_prefix))
             _format.write_checkpoint(prefix, values, int(self._save_counter))
@@ -284,8 +284,8 @@ class Checkpoint:
         except Exception as exc:
             failure = exc
         finally:
-            if temp_dir is not None and prepared:
-                remove_worker_temp_dir(directory, temp_dir)
+            if prepared is not None:
+                remove_worker_temp_dir(directory, prepared)
         communicator = getattr(strategy.extended, "communicator", None)
         failed = failure is not None
         if communicator is not None:
