@@ -153,7 +153,7 @@ def exact_batch(
                 np.concatenate([np.ravel(m) for m in members], out=total)
                 all_reduce(total, Op.SUM)
         else:
-            reals = [_reals(np.concatenate([np.ravel(m) for m in members]).astype(dtype))]
+            reals = [_reals(np.concatenate([np.ravel(m) for m in members]))]  # native, once
             _reduce_reals(plan, reals, _reals(total), all_reduce, pool, divisor)
         offset = 0
         for i, member, size in zip(positions, members, sizes, strict=True):
