@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from mwms_mpi.collective import host_memory
 from mwms_mpi.collective.exact import ExactSum, real_dtype
 from mwms_mpi.collective.ops import Op
 from mwms_mpi.collective.pool import BufferPool
@@ -52,7 +53,7 @@ def exact_sum(
     """
     first = addends[0]
     reals = [_reals(a) for a in addends]
-    out = np.empty(first.shape, dtype=first.dtype.newbyteorder("="))
+    out = pool.take(first.shape, first.dtype.newbyteorder("="), host_memory.empty)
     _reduce_reals(plan, reals, _reals(out), all_reduce, pool, divisor)
     return out
 
@@ -86,9 +87,9 @@ def _reduce_reals(
     than whole-array passes, which stream 32 MB of words through memory three times)."""
     n = plan.size
     step = min(n, SEGMENT)
-    exponents = pool.take((step + 1,), np.dtype(plan.fmt.exponent_dtype), np.empty)
-    words = pool.take((step * plan.words,), np.dtype(np.float64), np.empty)
-    units = pool.take((step,), np.dtype(np.int32), np.empty)
+    exponents = pool.take((step + 1,), np.dtype(plan.fmt.exponent_dtype), host_memory.empty)
+    words = pool.take((step * plan.words,), np.dtype(np.float64), host_memory.empty)
+    units = pool.take((step,), np.dtype(np.int32), host_memory.empty)
     for lo in range(0, n, step) if n else [0]:  # empty: one empty segment, as on every rank
         hi = min(n, lo + step)
         m = hi - lo
@@ -147,7 +148,7 @@ def exact_batch(
         members = [arrays[i] for i in positions]
         dtype = members[0].dtype.newbyteorder("=")
         sizes = [m.size for m in members]
-        total = np.empty(sum(sizes), dtype=dtype)
+        total = host_memory.empty((sum(sizes),), dtype)
         if plan is None:  # integers: exact already; packed and summed in place
             if sum(sizes):
                 np.concatenate([np.ravel(m) for m in members], out=total)

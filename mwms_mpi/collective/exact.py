@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 MAX_ADDENDS = 1 << 20  # per element: the grid keeps at least 33 bits (float32 exact over 9)
-CHUNK = 1 << 15  # elements per pass: what the passes touch stays in cache
+CHUNK = 1 << 17  # elements per pass: fewer numpy calls; what one pass touches stays cached
 
 
 class Format(NamedTuple):
@@ -114,6 +114,14 @@ class ExactSum:
         self._signed = np.dtype(f"i{np.dtype(self.fmt.uint).itemsize}")  # the bits, signed
         self._segments: dict[int, ExactSum] = {}
         self._shift32 = np.int32(self.shift)  # a numpy scalar: a Python int costs a cast per pass
+        self._negative_zero = int(np.iinfo(self._signed).min)  # -0's bits, read as signed
+        # float32: sign and field are the top 9 bits; a cast to the field's byte drops the sign
+        field_bits = 8 * np.dtype(self.fmt.exponent_dtype).itemsize
+        self._sign_falls_out = self.fmt.exponent_bits == field_bits
+        # the clamp to field 1 (array operands: numpy's scalar operands are slower)
+        self._ones = np.ones(min(size, CHUNK), dtype=self.fmt.exponent_dtype)
+        # float32 addends are scaled and rounded in float32 (exact: see to_words)
+        self._narrow = self.dtype if self.dtype == np.float32 else None
 
     def segment(self, size: int) -> ExactSum:
         """The same steps for ``size`` of this layout's elements (the same ``R``, so the same
@@ -134,10 +142,12 @@ class ExactSum:
     def exponents(self, addends: Sequence[np.ndarray], out: np.ndarray) -> None:
         """Step 1 into ``out`` (``size + 1`` of the format's exponent dtype).
 
-        Two passes per addend and chunk: ``abs`` clears the sign bit, so the bits shifted right
-        by the mantissa's width are the field alone, cast straight into ``out`` (measured at
-        half the time of shifting, casting and masking the signed bits). A -0 is found by one
-        reduction: its bits, the sign alone, are the most negative integer of their width.
+        The bits shifted right by the mantissa's width are the sign and the field; cast
+        straight into ``out``. float32's field fills a byte, so the cast drops the sign by
+        itself (one pass); float16's and float64's do not, and ``abs`` clears it first
+        (measured at half the time of shifting, casting and masking the signed bits). A -0 is
+        found by one reduction: its bits, the sign alone, are the most negative integer of
+        their width.
 
         Args:
           addends: this rank's addends, contiguous real arrays of ``size`` elements.
@@ -148,19 +158,24 @@ class ExactSum:
         fmt, n = self.fmt, self.size
         fields = out[:n]
         chunk = min(n, CHUNK)
-        magnitude = np.empty(chunk, dtype=self.dtype)
-        field = np.empty(chunk, dtype=fmt.exponent_dtype)
-        ones = np.ones(chunk, dtype=fmt.exponent_dtype)  # array operands: scalars are slower
+        magnitude = None if self._sign_falls_out else np.empty(chunk, dtype=self.dtype)
+        field = np.empty(chunk, dtype=fmt.exponent_dtype) if len(addends) > 1 else fields
+        ones = self._ones
+        if ones.size < chunk:  # CHUNK was raised since this plan was made
+            ones = self._ones = np.ones(chunk, dtype=fmt.exponent_dtype)
         for lo in range(0, n, CHUNK):
             hi = min(n, lo + CHUNK)
-            mag, top, one = magnitude[: hi - lo], fields[lo:hi], ones[: hi - lo]
+            top, one = fields[lo:hi], ones[: hi - lo]
             for i, a in enumerate(addends):
-                np.abs(a[lo:hi], out=mag)
+                bits = a[lo:hi]
+                if magnitude is not None:
+                    bits = np.abs(bits, out=magnitude[: hi - lo])
                 target = top if i == 0 else field[: hi - lo]
-                np.right_shift(mag.view(fmt.uint), fmt.mantissa_bits, out=target, casting="unsafe")
+                np.right_shift(bits.view(fmt.uint), fmt.mantissa_bits, out=target, casting="unsafe")
                 np.maximum(top, target if i else one, out=top)
-        negative_zero = np.iinfo(self._signed).min
-        special = n > 0 and any(int(a.view(self._signed).min()) == negative_zero for a in addends)
+        special = n > 0 and any(
+            int(a.view(self._signed).min()) == self._negative_zero for a in addends
+        )
         if not addends:
             fields[...] = 1
         out[n] = special or (n > 0 and int(fields.max()) == fmt.max_field)
@@ -175,8 +190,13 @@ class ExactSum:
     ) -> None:
         """Step 2 into ``out`` (``size * words`` float64): this rank's addends on the grid.
 
-        ``ldexp`` by the grid's exponent is exact (at most 53 significant bits, far from
-        float64's range ends) and ``rint`` rounds half to even once.
+        ``ldexp`` by the grid's exponent is exact and ``rint`` rounds half to even once.
+        float32 addends are scaled and rounded in float32, then widened: a scaled addend is
+        below ``2**P <= 2**53``, far inside float32's range, and keeps its 24 significant bits
+        exactly, unless it falls below float32's normal range, where it is far below 1/2 and
+        rounds to the same +-0 either way (measured a third faster than scaling into float64).
+        float16 and float64 addends are scaled in float64 (at most 53 significant bits, far
+        from its range ends; numpy widens float16 to float64 faster than to float32).
 
         Args:
           addends: this rank's addends (as for :meth:`exponents`).
@@ -188,12 +208,12 @@ class ExactSum:
             :meth:`to_floats` to reuse; ``None`` keeps them only per chunk.
         """
         n = self.size
-        single = len(addends) == 1 and not self.low
+        single = len(addends) == 1
         if not single:
             out[...] = 0
         chunk = min(n, CHUNK)
         exponent = np.empty(chunk, dtype=np.int32) if units is None else None
-        scaled = np.empty(chunk, dtype=np.float64)
+        scaled = np.empty(chunk, dtype=self._narrow or np.float64)
         high = np.empty(chunk, dtype=np.float64) if self.low else scaled
         for lo in range(0, n, CHUNK):
             hi = min(n, lo + CHUNK)
@@ -205,22 +225,27 @@ class ExactSum:
                 part = a[lo:hi]
                 if special:
                     part = np.where(np.isfinite(part), part, 0)
-                if single:  # one addend: scaled and rounded straight into the words
-                    np.ldexp(part, e, out=out[lo:hi], dtype=np.float64)
-                    np.rint(out[lo:hi], out=out[lo:hi])
-                    continue
-                np.ldexp(part, e, out=s, dtype=np.float64)
+                np.ldexp(part, e, out=s, dtype=s.dtype)
                 if self.low:  # s = h * 2**low + l, 0 <= l < 2**low: floor, then the exact rest
                     np.ldexp(s, -self.low, out=h)
                     np.floor(h, out=h)
-                    out[lo:hi] += h
+                    self._add(out[lo:hi], h, single)
                     np.ldexp(h, self.low, out=h)
                     np.subtract(s, h, out=s)
                     np.rint(s, out=s)
-                    out[n + lo : n + hi] += s
+                    self._add(out[n + lo : n + hi], s, single)
                 else:
                     np.rint(s, out=s)
-                    out[lo:hi] += s
+                    self._add(out[lo:hi], s, single)
+
+    @staticmethod
+    def _add(words: np.ndarray, part: np.ndarray, first: bool) -> None:
+        """``words += part`` (widened to float64: exact), or ``words = part`` for the only
+        addend (the words need no clearing then)."""
+        if first:
+            words[...] = part
+        else:
+            words += part
 
     def special_lanes(self, addends: Sequence[np.ndarray]) -> np.ndarray:
         """Per element (any NaN, any +inf, any -inf, any addend not -0), for a MAX over ranks.

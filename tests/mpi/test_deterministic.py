@@ -20,6 +20,7 @@ from mwms_mpi import errors
 from mwms_mpi._config import switches
 from mwms_mpi.collective import Communicator
 from mwms_mpi.collective.exact import real_dtype
+from mwms_mpi.types import CommunicationOptions
 from tests.support.exact_reference import serial_exact
 from tests.support.mpi import all_ranks_ok
 
@@ -347,3 +348,39 @@ def test_a_sum_in_segments_has_the_whole_arrays_bits(
     mean = comm.all_reduce_addends(_mine(comm, addends), divisor=K)
     ok = _same_bits(got, _reference(addends)) and _same_bits(mean, _reference(addends, K))
     assert all_ranks_ok(test_comm, ok), f"rank {comm.rank}: {got}"
+
+
+@pytest.mark.usefixtures("deterministic")
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("maximum", ["gathered", "mpi"])
+@pytest.mark.parametrize("timeout", [None, 60.0])
+def test_one_addend_per_rank_in_chunks_has_the_reference_bits(
+    comm: Communicator,
+    test_comm: Any,
+    monkeypatch: Any,
+    dtype: str,
+    maximum: str,
+    timeout: float | None,
+) -> None:
+    # k = 1, a step's one gradient per worker, takes the single-addend paths (float32 is
+    # scaled in float32). 20000 elements in chunks of 4096 go through every chunk loop. The
+    # exponent maximum (and, with the special values, the special lanes' one) is a gather and
+    # a numpy maximum, or MPI's MAX: the same bits. With a timeout, the collectives are
+    # nonblocking (Iallgather, Iallreduce) and polled.
+    from mwms_mpi.collective import exact, reductions
+
+    monkeypatch.setattr(exact, "CHUNK", 4096)
+    if maximum == "gathered":
+        monkeypatch.setattr(reductions, "GATHERED_MAX_MIN_BYTES", 0)
+        monkeypatch.setattr(reductions, "GATHERED_MAX_RANKS", comm.size)
+    else:
+        monkeypatch.setattr(reductions, "GATHERED_MAX_RANKS", 0)
+    addends = _global_addends(dtype, (20000,), 5)[: comm.size]
+    stress = _stress_values(dtype)
+    with np.errstate(over="ignore"):
+        for i, a in enumerate(addends):
+            for j, value in enumerate(stress):
+                a[4096 * (j % 5) + 3 * j + i] = value
+    options = CommunicationOptions(timeout_seconds=timeout)
+    got = comm.all_reduce(addends[comm.rank], options=options)
+    assert all_ranks_ok(test_comm, _same_bits(got, _reference(addends))), f"{got}"
