@@ -148,7 +148,7 @@ def exact_batch(
         members = [arrays[i] for i in positions]
         dtype = members[0].dtype.newbyteorder("=")
         sizes = [m.size for m in members]
-        total = host_memory.empty((sum(sizes),), dtype)
+        total = pool.take((sum(sizes),), dtype, host_memory.empty)  # results are its views
         if plan is None:  # integers: exact already; packed and summed in place
             if sum(sizes):
                 np.concatenate([np.ravel(m) for m in members], out=total)
