@@ -11,8 +11,9 @@ A buffer of :data:`MIN_MAPPED_BYTES` or more is therefore given an anonymous pri
 its own, advised for huge pages, and starts on a 2 MB boundary, so that every 2 MB of it can be
 one page (where the kernel has transparent huge pages on ``always`` or ``madvise``). The array
 is an ordinary writable, C-contiguous ``ndarray`` whose ``base`` holds the mapping: the memory is
-unmapped when the last view of it goes. Where ``mmap`` cannot advise (not Linux), or for
-smaller buffers, it is ``np.empty``.
+unmapped when the last view of it goes. Like any view it does not own its data
+(``ndarray.resize`` refuses it; ``np.resize`` and copies work). Where ``mmap`` cannot advise
+(not Linux), or for smaller buffers, it is ``np.empty``.
 """
 
 from __future__ import annotations
