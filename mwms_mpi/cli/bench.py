@@ -287,12 +287,13 @@ def table(rows: list[dict[str, Any]]) -> str:
     MPI = _mpi.mpi()
     size = rows[0]["ranks"] if rows else 0
     lines = [f"\n{size} ranks, {MPI.Get_library_version().splitlines()[0]}; median per call"]
-    head = f"{'case':<24}{'bytes':>10}  {'variant':<24}{'median us':>11}{'ratio':>8}  vs"
+    width = max([24] + [len(r["variant"]) + 2 for r in rows])
+    head = f"{'case':<24}{'bytes':>10}  {'variant':<{width}}{'median us':>11}{'ratio':>8}  vs"
     lines.append(head + f"{'vs raw_pair':>18}")
     for r in rows:
         pair = "" if r["vs_pair"] is None else r["vs_pair"]
         lines.append(
-            f"{r['case']:<24}{r['bytes']:>10}  {r['variant']:<24}"
+            f"{r['case']:<24}{r['bytes']:>10}  {r['variant']:<{width}}"
             f"{r['median_us']:>11}{r['ratio']:>8}  {r['baseline']:<12}{pair:>8}"
         )
     return "\n".join(lines)

@@ -32,16 +32,12 @@ from mwms_mpi.types import CommunicationOptions
 
 # Errors a rank may find in its own arguments before any data moves (then refused in agreement).
 ARGUMENT_ERRORS = (ValueError, TypeError, AttributeError, errors.InvalidArgumentError)
-# In-place MAXes of exact sums over this many ranks or fewer, of this many bytes or more: gathered
-GATHERED_MAX_RANKS = 4
-GATHERED_MAX_MIN_BYTES = 16 << 10
 
 
 class Reductions:
     """All-reduce collectives, over the communicator's call state, plans and data MPI comm."""
 
     # Set by the communicator's constructor.
-    size: int
     _state: CallState
     _data: Any
     _host: CollectiveBackend
@@ -249,28 +245,10 @@ class Reductions:
         return _arrays.like(result, addends[0])
 
     def _in_place(self, deadline: Deadline | None, n: int) -> Callable[[Any, Op], None]:
-        """An in-place all-reduce of host buffers on the data communicator, with the deadline.
-
-        A MAX over at most :data:`GATHERED_MAX_RANKS` ranks (the exact sums' exponent fields:
-        bytes) of :data:`GATHERED_MAX_MIN_BYTES` or more is a gather and a numpy maximum:
-        MPICH's own byte MAX measured at half the speed at 2 ranks (161 against 85 us for
-        256 KB; 33 against 24 us at 16 KB; below 16 KB the gather was no faster) and 1.4x
-        slower at 4. A gather's traffic grows with the ranks, so larger worlds keep MPI's MAX.
-        Every rank decides alike (agreed size and world), and a maximum is exact either way.
-        """
-        size = self.size
-        gathered = size <= GATHERED_MAX_RANKS
+        """An in-place all-reduce of host buffers on the data communicator, with the deadline."""
 
         def all_reduce(buffer: Any, op: Op) -> None:
             if not buffer.size:
-                return
-            if op is Op.MAX and gathered and buffer.nbytes >= GATHERED_MAX_MIN_BYTES:
-                flat = buffer.reshape(-1)  # contiguous: a view
-                rows = self._pool.take((size, flat.size), flat.dtype, np.empty)
-                counts = [flat.size] * size
-                request = self._host.all_gatherv(self._data, flat, rows, counts, deadline is None)
-                self._state.complete("all_reduce", n, deadline, [request], (flat, rows))
-                np.maximum.reduce(rows, axis=0, out=flat)
                 return
             request = self._host.all_reduce(self._data, None, buffer, op, deadline is None)
             self._state.complete("all_reduce", n, deadline, [request], buffer)

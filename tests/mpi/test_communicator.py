@@ -218,7 +218,11 @@ def test_timeouts_that_do_not_expire_change_nothing(comm: Communicator) -> None:
     np.testing.assert_array_equal(out[1], out[0][0])
     comm.barrier(options=opts)
     assert comm.broadcast(x, options=opts).shape == (3, 3)
-    assert comm.all_gather(x, options=opts).shape == (3 * comm.size, 3)
+    everyone = _everyone(comm, (3, 3), "float64")
+    np.testing.assert_array_equal(comm.all_gather(x, options=opts), np.concatenate(everyone))
+    uneven = x[: 1 + comm.rank % 2]  # unequal row counts (Allgatherv) beside equal (Allgather)
+    want = np.concatenate([a[: 1 + r % 2] for r, a in enumerate(everyone)])
+    np.testing.assert_array_equal(comm.all_gather(uneven, options=opts), want)
 
 
 @pytest.mark.mpi(min_size=2)

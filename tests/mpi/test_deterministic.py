@@ -352,29 +352,21 @@ def test_a_sum_in_segments_has_the_whole_arrays_bits(
 
 @pytest.mark.usefixtures("deterministic")
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-@pytest.mark.parametrize("maximum", ["gathered", "mpi"])
 @pytest.mark.parametrize("timeout", [None, 60.0])
 def test_one_addend_per_rank_in_chunks_has_the_reference_bits(
     comm: Communicator,
     test_comm: Any,
     monkeypatch: Any,
     dtype: str,
-    maximum: str,
     timeout: float | None,
 ) -> None:
     # k = 1, a step's one gradient per worker, takes the single-addend paths (float32 is
-    # scaled in float32). 20000 elements in chunks of 4096 go through every chunk loop. The
-    # exponent maximum (and, with the special values, the special lanes' one) is a gather and
-    # a numpy maximum, or MPI's MAX: the same bits. With a timeout, the collectives are
-    # nonblocking (Iallgather, Iallreduce) and polled.
-    from mwms_mpi.collective import exact, reductions
+    # scaled in float32). 20000 elements in chunks of 4096 go through every chunk loop, and the
+    # special values through the special lanes' exchange. With a timeout, the collectives are
+    # nonblocking and polled.
+    from mwms_mpi.collective import exact
 
     monkeypatch.setattr(exact, "CHUNK", 4096)
-    if maximum == "gathered":
-        monkeypatch.setattr(reductions, "GATHERED_MAX_MIN_BYTES", 0)
-        monkeypatch.setattr(reductions, "GATHERED_MAX_RANKS", comm.size)
-    else:
-        monkeypatch.setattr(reductions, "GATHERED_MAX_RANKS", 0)
     addends = _global_addends(dtype, (20000,), 5)[: comm.size]
     stress = _stress_values(dtype)
     with np.errstate(over="ignore"):

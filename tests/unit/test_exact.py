@@ -139,3 +139,30 @@ def test_round_fraction_is_a_correct_reference() -> None:
 def test_too_many_addends_are_refused() -> None:
     with pytest.raises(ValueError, match="addends per element"):
         exact.precision_bits(exact.MAX_ADDENDS + 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("together", [False, True])
+def test_an_addend_between_grid_points_is_rounded_half_to_even_once(
+    dtype: type, together: bool
+) -> None:
+    # The element's largest addend is 1.0, so its grid unit is u = 2**(bias - shift) (float64:
+    # the low word's unit). Addends of 0.5u, 1.5u, 2.5u and 0.75u lie between grid points and
+    # become 0, 2, 2 and 1 units: half to even, once (truncation or rounding twice would not).
+    # Alone (the single-addend path; float32 in float32) or beside the 1.0 of the same rank.
+    plan = exact.ExactSum(dtype, 4, 2)
+    unit = 2.0 ** (plan.fmt.bias - plan.shift)
+    one = np.ones(4, dtype=dtype)
+    between = (np.array([0.5, 1.5, 2.5, 0.75]) * unit).astype(dtype)
+    assert (between.astype(np.float64) == np.array([0.5, 1.5, 2.5, 0.75]) * unit).all()
+    fields = np.empty(5, dtype=plan.fmt.exponent_dtype)
+    plan.exponents([one, between], fields)
+    words = np.empty(4 * plan.words)
+    plan.to_words([one, between] if together else [between], fields[:4], False, words)
+    rounded = np.array([0.0, 2.0, 2.0, 1.0])
+    one_on_grid = 2.0 ** (plan.shift - plan.fmt.bias) if together else 0.0  # in units u
+    if plan.low:  # float64: a high and a low word; 1.0 is all high, the rest all low
+        assert (words[4:] == rounded).all(), words
+        assert (words[:4] == one_on_grid / 2.0**plan.low).all(), words
+    else:
+        assert (words == rounded + one_on_grid).all(), words
