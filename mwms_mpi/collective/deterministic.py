@@ -151,10 +151,10 @@ def exact_batch(
         total = pool.take((sum(sizes),), dtype, host_memory.empty)  # results are its views
         if plan is None:  # integers: exact already; packed and summed in place
             if sum(sizes):
-                np.concatenate([np.ravel(m) for m in members], out=total)
+                np.concatenate(members, axis=None, out=total)
                 all_reduce(total, Op.SUM)
         else:
-            reals = [_reals(np.concatenate([np.ravel(m) for m in members]))]  # native, once
+            reals = [_reals(np.concatenate(members, axis=None))]  # native, once
             _reduce_reals(plan, reals, _reals(total), all_reduce, pool, divisor)
         offset = 0
         for i, member, size in zip(positions, members, sizes, strict=True):

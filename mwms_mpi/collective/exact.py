@@ -118,8 +118,6 @@ class ExactSum:
         # float32: sign and field are the top 9 bits; a cast to the field's byte drops the sign
         field_bits = 8 * np.dtype(self.fmt.exponent_dtype).itemsize
         self._sign_falls_out = self.fmt.exponent_bits == field_bits
-        # the clamp to field 1 (array operands: numpy's scalar operands are slower)
-        self._ones = np.ones(min(size, CHUNK), dtype=self.fmt.exponent_dtype)
         # float32 addends are scaled and rounded in float32 (exact: see to_words)
         self._narrow = self.dtype if self.dtype == np.float32 else None
 
@@ -160,9 +158,7 @@ class ExactSum:
         chunk = min(n, CHUNK)
         magnitude = None if self._sign_falls_out else np.empty(chunk, dtype=self.dtype)
         field = np.empty(chunk, dtype=fmt.exponent_dtype) if len(addends) > 1 else fields
-        ones = self._ones
-        if ones.size < chunk:  # CHUNK was raised since this plan was made
-            ones = self._ones = np.ones(chunk, dtype=fmt.exponent_dtype)
+        ones = np.ones(chunk, dtype=fmt.exponent_dtype)  # array operands: scalars are slower
         for lo in range(0, n, CHUNK):
             hi = min(n, lo + CHUNK)
             top, one = fields[lo:hi], ones[: hi - lo]

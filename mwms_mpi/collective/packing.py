@@ -49,8 +49,6 @@ class Segment(NamedTuple):
     offset: int  # first element in the buffer
     size: int  # number of elements
     shape: tuple[int, ...]
-    view: slice  # offset to offset + size, made once per layout
-    flat: bool  # the shape is (size,): the buffer's slice is the result as it is
 
 
 class Chunk(NamedTuple):
@@ -59,7 +57,6 @@ class Chunk(NamedTuple):
     dtype: Any
     total: int
     segments: tuple[Segment, ...]
-    positions: tuple[int, ...]  # the segments' positions, in packing order
 
 
 def plan_batch(
@@ -95,15 +92,11 @@ def plan_batch(
                 continue
             dtype = dtypes[i]
             offset = totals.get(dtype, 0)
-            end = offset + counts[p]
-            flat = shapes[i] == (counts[p],)
-            segment = Segment(i, offset, counts[p], shapes[i], slice(offset, end), flat)
-            by_dtype.setdefault(dtype, []).append(segment)
-            totals[dtype] = end
+            by_dtype.setdefault(dtype, []).append(Segment(i, offset, counts[p], shapes[i]))
+            totals[dtype] = offset + counts[p]
         # dict order is insertion order: the first dtype met in the pack goes first on every rank.
         for dtype, segments in by_dtype.items():
-            positions = tuple(s.position for s in segments)
-            chunks.append(Chunk(dtype, totals[dtype], tuple(segments), positions))
+            chunks.append(Chunk(dtype, totals[dtype], tuple(segments)))
     return tuple(chunks)
 
 
@@ -115,12 +108,13 @@ def pack(chunk: Chunk, arrays: Sequence[Any], buffer: Any, xp: Any = np) -> None
     and numpy's ``axis=None`` (flatten in C) 1.8x faster again than a ``reshape`` per array.
     ``xp`` is the arrays' module (``cupy`` packs on the GPU, into one device buffer).
     """
-    if len(chunk.positions) == 1:
-        buffer[...] = arrays[chunk.positions[0]].reshape(-1)
+    members = [arrays[seg.position] for seg in chunk.segments]
+    if len(members) == 1:
+        buffer[...] = members[0].reshape(-1)
     elif xp is np:
-        np.concatenate([arrays[p] for p in chunk.positions], axis=None, out=buffer)
+        np.concatenate(members, axis=None, out=buffer)
     else:
-        xp.concatenate([arrays[p].reshape(-1) for p in chunk.positions], out=buffer)
+        xp.concatenate([m.reshape(-1) for m in members], out=buffer)
 
 
 def unpack(buffer: Any, chunk: Chunk, out: list[Any]) -> None:
@@ -129,9 +123,9 @@ def unpack(buffer: Any, chunk: Chunk, out: list[Any]) -> None:
     The results are views into ``buffer``, which was made for this call alone: no copy, and
     no aliasing with anything the caller or a cache holds.
     """
-    for seg in chunk.segments:
-        view = buffer[seg.view]
-        out[seg.position] = view if seg.flat else view.reshape(seg.shape)
+    for position, offset, size, shape in chunk.segments:
+        view = buffer[offset : offset + size]
+        out[position] = view if len(shape) == 1 else view.reshape(shape)
 
 
 def reduce_chunks(
