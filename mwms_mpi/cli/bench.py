@@ -8,16 +8,20 @@ same case alternate iteration by iteration, so drift in the machine hits them al
 the median over iterations after warm-up, one JSON line per measurement, then a table of ratios.
 
 Like is compared with like: ``raw`` gives MPI a preallocated output buffer (the strictest
-baseline); our API returns a fresh result, drawn from a pool of buffers nobody references any
-more. Every call of ours is agreed by every rank first (one 32-byte MAX all-reduce), so
-``raw_pair`` is the honest baseline for small messages: a raw 16-byte MAX ``Allreduce`` on a
-second communicator followed by the data ``Allreduce``. ``check=first`` is the same call with
+baseline); our API returns a new result that the library never writes again, on recycled
+memory whose previous result has been dropped (training's steady state: each result dropped
+before the next call; docs/architecture.md, "Results are values"). Every call of ours is
+agreed by every rank first (one 32-byte MAX all-reduce), so ``raw_pair`` is the honest
+baseline for small messages: a raw 16-byte MAX ``Allreduce`` on a second communicator followed
+by the data ``Allreduce``. ``check=first`` is the same call with
 ``MWMS_MPI_CHECK=first`` (agree a layout on first use only, unsafe): the cost of the agreement.
 ``timeline`` is the same call on a communicator recording ``MWMS_MPI_TIMELINE``: the cost of
 the timeline when it is on (off, a communicator has no timeline code on its path at all).
 ``raw+alloc`` (a new output array per call, what naive code does) is measured on its own,
-not interleaved, because its page faults and cache misses would slow whatever runs next. The
-hand-packed baseline pays for its own packing and unpacking.
+not interleaved, because its page faults and cache misses would slow whatever runs next;
+beside it ``all_reduce(keep)``, a program that keeps every result (nothing can be recycled,
+so it pays a fresh allocation per call: its baseline is ``raw+alloc``). The hand-packed
+baseline pays for its own packing and unpacking.
 """
 
 from __future__ import annotations
@@ -104,10 +108,15 @@ def _reducer(communicator: Communicator, x: np.ndarray) -> Callable[[], object]:
     return lambda: communicator.all_reduce(x)
 
 
-def fresh_output_case(comm: Any, nbytes: int) -> Case:
+def fresh_output_case(comm: Any, ours: Communicator, nbytes: int, kept: list[Any]) -> Case:
+    """A raw call into a new output each time, and ours keeping every result in ``kept`` (the
+    caller empties it after the measurement)."""
     MPI = _mpi.mpi()
     x = np.ones(nbytes // 4, dtype=np.float32)
-    return {"raw+alloc": lambda: comm.Allreduce(x, np.empty_like(x), MPI.SUM)}
+    return {
+        "raw+alloc": lambda: comm.Allreduce(x, np.empty_like(x), MPI.SUM),
+        "all_reduce(keep)": lambda: kept.append(ours.all_reduce(x)),
+    }
 
 
 def packed_baseline(comm: Any, arrays: list[np.ndarray]) -> Callable[[], list[np.ndarray]]:
@@ -252,7 +261,10 @@ def collect(quick: bool, emit: Callable[[dict[str, Any]], None]) -> list[dict[st
     for nbytes in SIZES:
         iters, warmup = _iters(nbytes, quick)
         timings = measure(comm, single_array_cases(comm, check, ours, nbytes), iters, warmup)
-        timings.update(measure(comm, fresh_output_case(comm, nbytes), iters, warmup))
+        kept: list[Any] = []
+        fresh = fresh_output_case(comm, ours["all_reduce"], nbytes, kept)
+        timings.update(measure(comm, fresh, iters, warmup))
+        kept.clear()
         record("all_reduce float32", nbytes, timings, "raw")
     for nbytes in DETERMINISTIC_SIZES:
         iters, warmup = _iters(nbytes, quick)

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi.collective import host_memory
 from mwms_mpi.collective.exact import ExactSum, real_dtype
 from mwms_mpi.collective.ops import Op
 from mwms_mpi.collective.pool import BufferPool
@@ -38,6 +37,7 @@ def exact_sum(
     all_reduce: AllReduce,
     pool: BufferPool,
     divisor: int = 1,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The exact sum over every rank of this rank's ``addends`` (one layout), rounded once.
 
@@ -45,15 +45,18 @@ def exact_sum(
       plan: the layout's exact-sum steps (``R`` counts every rank's addends).
       addends: this rank's addends, of one shape and (float or complex) dtype.
       all_reduce: runs one in-place all-reduce on the data communicator.
-      pool: where scratch buffers come from.
+      pool: where scratch buffers and the result come from.
       divisor: the number of replicas, for a MEAN of the exact sum; else 1.
+      out: the caller's C-contiguous native array to write the result into, or ``None``. It
+        may be an addend: every addend is read before the result is written.
 
     Returns:
-      A fresh array of the addends' shape and dtype.
+      A new array of the addends' shape and dtype, or ``out``.
     """
     first = addends[0]
     reals = [_reals(a) for a in addends]
-    out = pool.take(first.shape, first.dtype.newbyteorder("="), host_memory.empty)
+    if out is None:
+        out = pool.host(first.shape, first.dtype.newbyteorder("="))
     _reduce_reals(plan, reals, _reals(out), all_reduce, pool, divisor)
     return out
 
@@ -87,9 +90,9 @@ def _reduce_reals(
     than whole-array passes, which stream 32 MB of words through memory three times)."""
     n = plan.size
     step = min(n, SEGMENT)
-    exponents = pool.take((step + 1,), np.dtype(plan.fmt.exponent_dtype), host_memory.empty)
-    words = pool.take((step * plan.words,), np.dtype(np.float64), host_memory.empty)
-    units = pool.take((step,), np.dtype(np.int32), host_memory.empty)
+    exponents = pool.host((step + 1,), np.dtype(plan.fmt.exponent_dtype))
+    words = pool.host((step * plan.words,), np.dtype(np.float64))
+    units = pool.host((step,), np.dtype(np.int32))
     for lo in range(0, n, step) if n else [0]:  # empty: one empty segment, as on every rank
         hi = min(n, lo + step)
         m = hi - lo
@@ -148,7 +151,7 @@ def exact_batch(
         members = [arrays[i] for i in positions]
         dtype = members[0].dtype.newbyteorder("=")
         sizes = [m.size for m in members]
-        total = pool.take((sum(sizes),), dtype, host_memory.empty)  # results are its views
+        total = pool.host((sum(sizes),), dtype)  # results are its views
         if plan is None:  # integers: exact already; packed and summed in place
             if sum(sizes):
                 np.concatenate(members, axis=None, out=total)

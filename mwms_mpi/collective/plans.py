@@ -3,7 +3,9 @@
 A call whose layout this rank has seen costs a dict lookup here instead of hashing the layout,
 validating dtypes and planning packs again. The caches are local and change nothing about
 which MPI calls a rank makes: every call is still agreed (``agreement.py``), so a rank whose
-cache differs from its peers' cannot make a different collective unnoticed. Eviction is FIFO.
+cache differs from its peers' cannot make a different collective unnoticed. Eviction is FIFO,
+by count (:data:`MAX_PLANS` per kind): LRU order would cost a dict update on every hit of the
+hot path, and an evicted layout is only planned again.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from mwms_mpi.collective.dtypes import gatherable, native, normalize_axis, wire_
 from mwms_mpi.collective.exact import ExactSum, real_dtype
 from mwms_mpi.collective.exact import supports as exact_supports
 from mwms_mpi.collective.ops import Op, as_op
-from mwms_mpi.collective.pool import BufferPool, Slot
+from mwms_mpi.collective.pool import BufferPool, Source
 from mwms_mpi.collective.signature import ANY, Layout, digest
 
-MAX_PLANS = 4096  # per kind; the oldest is evicted first
+MAX_PLANS = 1024  # per kind; the oldest is evicted first (FIFO: a hit stays one dict lookup)
 
 
 def device_extra(backend: Any) -> tuple[tuple[str, object], ...]:
@@ -55,13 +57,49 @@ def check_one_kind(op_name: str, rank: int, arrays: Sequence[Any]) -> None:
             )
 
 
+def check_out(out: Any, array: Any, backend: Any, rank: int) -> None:
+    """Raises unless ``out`` can take the all-reduce of ``array`` (``Communicator.all_reduce``'s
+    ``out``): an array of ``array``'s kind, shape and native dtype, writable and C-contiguous,
+    that is ``array`` itself or shares no memory with it (MPI refuses aliased buffers, and a
+    partly overlapping input would be overwritten while it is read).
+
+    Raises:
+      ValueError: naming what is wrong with ``out`` on this rank.
+    """
+    if out is array:
+        if not backend.is_sendable(out) or not out.flags.writeable:
+            raise ValueError(
+                f"all_reduce on rank {rank}: out=array reduces in place, which needs a "
+                "writable C-contiguous array of native byte order"
+            )
+        return
+    if type(out) is not type(array) or not backend.supports(out):
+        raise ValueError(
+            f"all_reduce on rank {rank}: out must be an array of the input's kind "
+            f"({type(array).__name__}), got {type(out).__name__}"
+        )
+    want = native(array.dtype)
+    if out.shape != array.shape or out.dtype != want:
+        raise ValueError(
+            f"all_reduce on rank {rank}: out is {out.dtype}{list(out.shape)}, the result is "
+            f"{want}{list(array.shape)}"
+        )
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError(f"all_reduce on rank {rank}: out must be writable and C-contiguous")
+    if backend.xp.shares_memory(out, array):
+        raise ValueError(
+            f"all_reduce on rank {rank}: out shares memory with the input; pass out=array to "
+            "reduce in place, or a separate buffer"
+        )
+
+
 class ReducePlan(NamedTuple):
-    """An all-reduce layout: the op, what is agreed, and the pool slot of its results."""
+    """An all-reduce layout: the op, what is agreed, and where its results come from."""
 
     op: Op
     layout: Layout
     digest: int
-    slot: Slot
+    results: Source
     as_bytes: bool  # bool arrays travel as uint8 (MPI has no MAX/MIN for C bool)
     exact: ExactSum | None  # a float SUM while op determinism is on: exact-then-rounded
 
@@ -104,7 +142,7 @@ class Plans:
     Args:
       rank: the communicator's rank, for error messages.
       size: the communicator's size (every rank contributes addends to a SUM).
-      pool: the communicator's buffer pool (all-reduce results come from its slots).
+      pool: the communicator's buffer pool (where all-reduce results come from).
     """
 
     def __init__(self, rank: int, size: int, pool: BufferPool) -> None:
@@ -118,15 +156,21 @@ class Plans:
         self._gathers: dict[Any, GatherPlan] = {}
         self._agreements: dict[str, LayoutPlan] = {}
 
-    def new_reduce(self, op: Op | str, array: Any, deterministic: bool, backend: Any) -> ReducePlan:
-        """Validates and plans an all-reduce layout not seen before (for ``backend``'s arrays).
+    def new_reduce(
+        self, op: Op | str, array: Any, deterministic: bool, backend: Any, out: bool = False
+    ) -> ReducePlan:
+        """Validates and plans an all-reduce layout not seen before (for ``backend``'s arrays;
+        ``out``: into the caller's buffer, which the layout says, as it says every argument).
 
         Raises:
           InvalidArgumentError: if the dtype cannot be reduced with ``op``.
           ValueError: for an unknown op name.
         """
         plan = self._reduce_plan(op, array.dtype, array.shape, 1, deterministic, backend)
-        key = (op, array.dtype, array.shape, deterministic, backend)
+        if out:
+            layout = plan.layout._replace(extra=(*plan.layout.extra, ("out", True)))
+            plan = plan._replace(layout=layout, digest=digest(layout))
+        key = (op, array.dtype, array.shape, deterministic, backend, out)
         return _remember(self.reduces, key, plan)
 
     def addends(
@@ -188,8 +232,8 @@ class Plans:
             extra.append(("deterministic", True))
         extra.extend(device_extra(backend))
         layout = Layout("all_reduce", checked.value, ((dtype.name, shape),), tuple(extra))
-        slot = self._pool.slot(shape, native(dtype), backend.name)
-        return ReducePlan(checked, layout, digest(layout), slot, dtype.kind == "b", exact)
+        results = self._pool.source(shape, native(dtype), backend.name, backend.empty)
+        return ReducePlan(checked, layout, digest(layout), results, dtype.kind == "b", exact)
 
     def batch(
         self,

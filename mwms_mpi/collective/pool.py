@@ -1,86 +1,214 @@
-"""Recycling of result buffers that nobody references any more, to spare fresh pages per call.
+"""Result buffers recycled by ownership: a buffer comes back only when its owner is finalised.
 
-A fresh multi-megabyte array costs page faults on first touch: on the 2-core development
-machine a 16 MB ``Allreduce`` into a new array took twice as long as into a reused one. Results
-must still be fresh (never aliasing anything the caller holds), so a pooled buffer is handed out
-again only when the pool holds the *only* reference to it: CPython's reference count proves that
-no result, view or memoryview of it survives. (A weak reference would not count; none of our
-results are weakly referenced by us.) On interpreters without reference counts the pool is off.
+A fresh large array costs page faults on first touch: on the 2-core development machine a 1 MB
+``Allreduce`` into a new ``np.empty`` array took 4x as long as into a reused one (glibc maps
+blocks of 128 KB and more anew each time). So results of :data:`POOL_MIN_BYTES` or more are
+drawn from recycled memory. Results are values (docs/architecture.md, "Results are values"):
+the library never writes a result again, whatever the caller does with it or its views.
+
+What decides that a buffer is free is **ownership**, never a reference count on the array that
+was returned: numpy views point at the object that owns the memory, not at the array they were
+made from (``result.reshape(...)``, ``result[::-1]`` or ``np.asarray`` keep only the owner
+alive), so counting references to the returned array misses them. Every handed-out buffer is
+therefore owned by a :class:`Lease` of ours: the returned array is made from the lease's
+``__array_interface__``, so the array and every view of it, memoryviews and buffer exports
+included, keep the lease alive, and the memory goes back to its slot only in the lease's
+finalizer (``__del__``), when nothing can reach it any more.
+
+Buffers are kept by size class (a quarter of a power of two, so at most 25% larger than asked
+for), so that arrays whose shapes change from call to call (variable-length batches) share a
+few buffers instead of each shape keeping its own; the free buffers are bounded per class and
+in bytes, the least recently used class giving way first.
+
+Smaller results, and arrays of other dtypes, are fresh ``empty`` arrays: glibc serves them from
+its heap without page faults, and a lease costs about a microsecond. Device arrays are always
+fresh: CuPy's own memory pool recycles device memory by ownership already.
 """
 
 from __future__ import annotations
 
-import sys
+import contextlib
+import itertools
 from collections.abc import Callable
 from typing import Any
 
-# References a buffer has while it sits unclaimed in a pool list and is being checked:
-# the list's, the loop variable's and getrefcount's argument.
-_UNCLAIMED_REFS = 3
+import numpy as np
+
+from mwms_mpi.collective import host_memory
+
+POOL_MIN_BYTES = 128 << 10  # glibc's default mmap threshold: smaller blocks come from the heap
+assert POOL_MIN_BYTES <= host_memory.MIN_MAPPED_BYTES  # smaller results are plain np.empty
+POOLED_KINDS = frozenset("biufc")  # dtypes a lease describes by their type string alone
+PER_CLASS = 4  # free buffers kept per size class
+MAX_FREE_BYTES = 1 << 30  # free buffers kept in all; beyond it the least recently used go
+
+Empty = Callable[[tuple[int, ...], Any], Any]
+"""Makes a new uninitialised array of a shape and dtype (a backend's ``empty``)."""
+
+
+def size_class(nbytes: int) -> int:
+    """The bytes of the buffers that serve a request of ``nbytes``: ``nbytes`` rounded up to a
+    quarter of its power of two (1, 1.25, 1.5 or 1.75 times it), so at most 25% more."""
+    step = 1 << max(0, nbytes.bit_length() - 3)
+    return -(-nbytes // step) * step
+
+
+class Lease:
+    """The owner of one handed-out buffer: its memory returns to the slot when it is finalised.
+
+    numpy reads ``__array_interface__`` once, when the returned array is made from the lease,
+    and keeps the lease as that array's ``base``; every view of the array keeps the array, so
+    the lease lives exactly as long as anything can reach the memory.
+    """
+
+    __slots__ = ("__array_interface__", "_slot", "_storage")
+
+    def __init__(self, slot: Slot, storage: tuple[np.ndarray, int], shape: Any, dtype: Any) -> None:
+        self._slot = slot
+        self._storage = storage
+        self.__array_interface__ = {
+            "shape": shape,
+            "typestr": dtype.str,
+            "data": (storage[1], False),
+            "version": 3,
+        }
+
+    def __del__(self) -> None:
+        self._slot.give_back(self._storage)
 
 
 class Slot:
-    """The pooled buffers of one (shape, dtype); callers on a hot path may keep it."""
+    """The free buffers of one size class; a plan on a hot path may keep its slot.
 
-    __slots__ = ("_buffers", "_pool", "dtype", "shape")
+    Only the communicator's own thread takes from a slot; a lease may be finalised in any thread
+    (a replica thread dropping a result), and gives back with one ``list.append``, which is
+    atomic.
+    """
 
-    def __init__(self, pool: BufferPool, shape: tuple[int, ...], dtype: Any) -> None:
+    __slots__ = ("_free", "_pool", "last_used", "nbytes")
+
+    def __init__(self, pool: BufferPool, nbytes: int) -> None:
         self._pool = pool
-        self._buffers: list[Any] = []
-        self.shape = shape
-        self.dtype = dtype
+        self._free: list[tuple[np.ndarray, int]] = []  # (storage, its address)
+        self.nbytes = nbytes
+        self.last_used = 0
 
-    def take(self, empty: Callable[..., Any]) -> Any:
-        """A buffer nobody else references: a pooled one if free, else a new one."""
-        for buf in self._buffers:
-            if sys.getrefcount(buf) == _UNCLAIMED_REFS:
-                return buf
-        buf = empty(self.shape, self.dtype)
-        if self._pool.admit(len(self._buffers), int(buf.nbytes)):
-            self._buffers.append(buf)
-        return buf
+    def lease(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+        """A C-contiguous array of ``shape`` and ``dtype`` on a free buffer of this class (a new
+        one if none is free), owned by a new lease."""
+        self.last_used = next(self._pool.clock)
+        try:
+            storage = self._free.pop()
+        except IndexError:
+            storage = self._pool.new_storage(self.nbytes)
+        return np.asarray(Lease(self, storage, shape, dtype))
+
+    def give_back(self, storage: tuple[np.ndarray, int]) -> None:
+        """Keeps a buffer whose lease was finalised, unless the class has enough free."""
+        if len(self._free) < PER_CLASS:
+            self._free.append(storage)
+
+    def free_bytes(self) -> int:
+        """The bytes of this class's free buffers."""
+        return len(self._free) * self.nbytes
+
+    def drop_one(self) -> None:
+        """Lets one free buffer go (to the allocator)."""
+        with contextlib.suppress(IndexError):
+            self._free.pop()
+
+
+class Leased:
+    """Where the results of one layout come from: leases on its size class's slot."""
+
+    __slots__ = ("_dtype", "_shape", "_slot")
+
+    def __init__(self, slot: Slot, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
+        self._slot = slot
+        self._shape = shape
+        self._dtype = dtype
+
+    def take(self) -> Any:
+        """A new result, on recycled memory that nothing can reach any more."""
+        return self._slot.lease(self._shape, self._dtype)
+
+
+class Fresh:
+    """Where the results of a layout that is not pooled come from: a new array every call."""
+
+    __slots__ = ("_dtype", "_empty", "_shape")
+
+    def __init__(self, empty: Empty, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
+        self._empty = empty
+        self._shape = shape
+        self._dtype = dtype
+
+    def take(self) -> Any:
+        """A new array."""
+        return self._empty(self._shape, self._dtype)
+
+
+Source = Leased | Fresh
 
 
 class BufferPool:
-    """A few buffers per (shape, dtype), reused once every outside reference is gone.
+    """The recycled host buffers of one communicator, by size class.
 
     Args:
-      per_key: buffers kept per (shape, dtype); beyond that, new buffers are not pooled.
-      max_bytes: total bytes the pool may keep; beyond that, new buffers are not pooled.
+      max_free_bytes: the most the pool keeps in free buffers; when a new buffer must be made
+        beyond it, free buffers of the least recently used classes are let go first.
     """
 
-    def __init__(self, per_key: int = 4, max_bytes: int = 1 << 30) -> None:
-        self._slots: dict[tuple[Any, ...], Slot] = {}
-        self._per_key = per_key
-        self._max_bytes = max_bytes
-        self._bytes = 0
-        # Without reference counts nothing proves a buffer free: keep none.
-        self._enabled = hasattr(sys, "getrefcount")
+    def __init__(self, max_free_bytes: int = MAX_FREE_BYTES) -> None:
+        self._classes: dict[int, Slot] = {}
+        self._max_free_bytes = max_free_bytes
+        self.clock = itertools.count(1)
 
-    def slot(self, shape: tuple[int, ...], dtype: Any, kind: str = "host") -> Slot:
-        """The slot of ``(shape, dtype)`` for arrays of ``kind`` (a backend's name: host and
-        device buffers never share a slot), made on first use."""
-        key = (shape, dtype, kind)
-        found = self._slots.get(key)
+    def source(self, shape: tuple[int, ...], dtype: Any, backend_name: str, empty: Empty) -> Source:
+        """Where results of ``shape`` and ``dtype`` come from: leases on the slot of their size
+        class for large host arrays of a plain dtype, else fresh arrays from ``empty``."""
+        dt = np.dtype(dtype)
+        nbytes = dt.itemsize
+        for extent in shape:
+            nbytes *= extent
+        if backend_name != "host" or dt.kind not in POOLED_KINDS:
+            return Fresh(empty, shape, dt)
+        if nbytes < POOL_MIN_BYTES:  # below host_memory's mapped sizes too: plain np.empty
+            return Fresh(np.empty, shape, dt)
+        size = size_class(nbytes)
+        found = self._classes.get(size)
         if found is None:
-            found = self._slots[key] = Slot(self, shape, dtype)
-        return found
+            found = self._classes[size] = Slot(self, size)
+        return Leased(found, shape, dt)
 
-    def take(
-        self, shape: tuple[int, ...], dtype: Any, empty: Callable[..., Any], kind: str = "host"
-    ) -> Any:
-        """A buffer of ``shape`` and ``dtype`` that nobody else references (maybe a new one),
-        made by ``empty`` for arrays of ``kind``."""
-        return self.slot(shape, dtype, kind).take(empty)
+    def take(self, shape: tuple[int, ...], dtype: Any, empty: Empty, backend_name: str) -> Any:
+        """A new result of ``shape`` and ``dtype`` for ``backend_name``'s arrays: recycled
+        memory nothing can reach any more, or a fresh array from ``empty``."""
+        return self.source(shape, dtype, backend_name, empty).take()
 
-    def admit(self, kept: int, nbytes: int) -> bool:
-        """Whether a slot already keeping ``kept`` buffers may keep one more of ``nbytes``."""
-        if not self._enabled or kept >= self._per_key or self._bytes + nbytes > self._max_bytes:
-            return False
-        self._bytes += nbytes
-        return True
+    def host(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A host (numpy) result or scratch buffer of ``shape`` and ``dtype``."""
+        result: np.ndarray = self.take(shape, dtype, host_memory.empty, "host")
+        return result
+
+    def new_storage(self, nbytes: int) -> tuple[np.ndarray, int]:
+        """A new buffer of ``nbytes`` (huge pages of its own when large), after letting free
+        buffers of the least recently used classes go while the pool keeps more than allowed."""
+        classes = sorted(self._classes.values(), key=lambda s: s.last_used)
+        free = sum(s.free_bytes() for s in classes)
+        for victim in classes:
+            while free + nbytes > self._max_free_bytes and victim.free_bytes():
+                victim.drop_one()
+                free -= victim.nbytes
+        storage = host_memory.empty((nbytes,), np.uint8)
+        return storage, int(storage.ctypes.data)
+
+    def free_bytes(self) -> int:
+        """The bytes the pool keeps in free buffers (for tests and ``mwms-mpi info``)."""
+        return sum(s.free_bytes() for s in list(self._classes.values()))
 
     def clear(self) -> None:
-        """Drops every pooled buffer (they stay valid for whoever still holds them)."""
-        self._slots.clear()
-        self._bytes = 0
+        """Lets every free buffer go; leased ones stay valid for whoever holds them."""
+        for s in list(self._classes.values()):
+            while s.free_bytes():
+                s.drop_one()

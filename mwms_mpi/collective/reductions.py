@@ -25,7 +25,7 @@ from mwms_mpi.collective.deterministic import exact_batch, exact_sum
 from mwms_mpi.collective.dtypes import native
 from mwms_mpi.collective.exact import ExactSum
 from mwms_mpi.collective.ops import COMBINE_NAMES, Op
-from mwms_mpi.collective.plans import Plans, ReducePlan, check_one_kind
+from mwms_mpi.collective.plans import Plans, ReducePlan, check_one_kind, check_out
 from mwms_mpi.collective.pool import BufferPool
 from mwms_mpi.collective.watch import watched
 from mwms_mpi.types import CommunicationOptions
@@ -50,18 +50,33 @@ class Reductions:
     _mpi_error: type[Exception]
 
     def all_reduce(
-        self, array: Any, op: Op | str = Op.SUM, options: CommunicationOptions | None = None
+        self,
+        array: Any,
+        op: Op | str = Op.SUM,
+        options: CommunicationOptions | None = None,
+        out: Any = None,
     ) -> Any:
         """Reduces ``array`` element-wise over all ranks; every rank gets the same new array.
+
+        The result is a new array that the library never writes again (docs/architecture.md,
+        "Results are values"), unless the caller gives ``out``.
 
         Args:
           array: a numpy (or backend-supported) array of the same shape and dtype on every rank.
           op: ``Op.SUM``, ``Op.MAX`` or ``Op.MIN`` (or the name).
           options: merged over the communicator's default ``CommunicationOptions``.
+          out: where to write the result instead (zero-copy): a writable C-contiguous array of
+            ``array``'s kind, shape and native dtype, that is ``array`` itself (reduced in
+            place) or shares no memory with it. Whether ``out`` is given is agreed like any
+            other argument.
+
+        Returns:
+          The new result, or ``out``.
 
         Raises:
           InvalidArgumentError: if the ranks' calls differ, or the dtype cannot be reduced with
             ``op`` (bool only with MAX/MIN, complex only with SUM).
+          ValueError: on every rank, if ``out`` is not as described on some rank.
           DeadlineExceededError: if ``timeout_seconds`` passed before all ranks joined.
           UnavailableError: if an earlier failure poisoned this communicator or a peer left.
         """
@@ -73,10 +88,14 @@ class Reductions:
             try:
                 backend = self._by_type.get(type(array)) or self._backend(array)
                 det = switches.op_determinism
-                plan = self._reduce_plans.get((op, array.dtype, array.shape, det, backend))
+                given = out is not None
+                key = (op, array.dtype, array.shape, det, backend, given)
+                plan = self._reduce_plans.get(key)
                 agree = state.agreement.every_call
                 if plan is None:
-                    plan, agree = self._plans.new_reduce(op, array, det, backend), True
+                    plan, agree = self._plans.new_reduce(op, array, det, backend, given), True
+                if given:
+                    check_out(out, array, backend, state.rank)
             except ARGUMENT_ERRORS as exc:
                 state.refuse("all_reduce", exc, deadline)
             if not agree:
@@ -86,9 +105,11 @@ class Reductions:
             else:
                 state.agree("all_reduce", plan.digest, plan.layout, deadline)
             if plan.exact is not None:
-                return self._exact_sum(plan.exact, [array], deadline, n)
-            recv = plan.slot.take(backend.empty)
-            if backend.is_sendable(array):
+                return self._exact_sum(plan.exact, [array], deadline, n, out=out)
+            recv = plan.results.take() if out is None else out
+            if recv is array:
+                send = None  # the caller asked for the reduction in place
+            elif backend.is_sendable(array):
                 send = array
             else:  # one copy, into the result, which is then reduced in place
                 backend.xp.copyto(recv, array)
@@ -138,7 +159,7 @@ class Reductions:
             self._state.agree("all_reduce", plan.digest, plan.layout, deadline)
             if plan.exact is not None:
                 return self._exact_sum(plan.exact, addends, deadline, n, divisor)
-            recv = plan.slot.take(backend.empty)
+            recv = plan.results.take()
             combine = getattr(backend.xp, COMBINE_NAMES[plan.op])
             if len(addends) == 1:
                 backend.xp.copyto(recv, addends[0])
@@ -237,12 +258,18 @@ class Reductions:
         deadline: Deadline | None,
         n: int,
         divisor: int = 1,
+        out: Any = None,
     ) -> Any:
         """An agreed deterministic SUM: exact sums are numpy, so device addends are staged
-        through the host and the result goes back to their device (the same bits as numpy)."""
+        through the host and the result goes back to their device (the same bits as numpy);
+        into ``out`` when the caller gave it (a device ``out`` takes one copy)."""
         host = [_arrays.to_host(a) for a in addends]
-        result = exact_sum(plan, host, self._in_place(deadline, n), self._pool, divisor)
-        return _arrays.like(result, addends[0])
+        into = out if out is None or not _arrays.is_device_array(out) else None
+        result = exact_sum(plan, host, self._in_place(deadline, n), self._pool, divisor, into)
+        if out is None or result is out:
+            return _arrays.like(result, addends[0])
+        out[...] = _arrays.like(result, out)
+        return out
 
     def _in_place(self, deadline: Deadline | None, n: int) -> Callable[[Any, Op], None]:
         """An in-place all-reduce of host buffers on the data communicator, with the deadline."""

@@ -292,8 +292,9 @@ class CrossDeviceOps:
         )
 
     def broadcast_implementation(self, tensor: Any, destinations: Any) -> Any:
-        """Implementation of ``broadcast``: a copy of ``tensor`` on each destination."""
-        return utils.mirror(as_array(tensor), num_destinations(destinations))
+        """Implementation of ``broadcast``: a copy of ``tensor`` on each destination (the first
+        too: a result never aliases the caller's array)."""
+        return utils.mirror(utils.fresh(as_array(tensor)), num_destinations(destinations))
 
     def _gather_implementation(
         self, per_replica_value: Any, destinations: Any, axis: int, options: Any

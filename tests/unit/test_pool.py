@@ -1,44 +1,127 @@
-"""The result-buffer pool hands a buffer out again only when nothing else references it."""
+"""The result-buffer pool hands memory out again only when its lease, its owner, is finalised."""
 
 from __future__ import annotations
 
-import numpy as np
+import gc
+import threading
 
-from mwms_mpi.collective.pool import BufferPool
+import numpy as np
+import pytest
+
+from mwms_mpi.collective import pool as pool_module
+from mwms_mpi.collective.pool import POOL_MIN_BYTES, BufferPool, Fresh, Leased, size_class
 
 F4 = np.dtype("float32")
+BIG = (POOL_MIN_BYTES // 4,)  # a float32 result just large enough to be pooled
 
 
-def test_reuses_only_unreferenced_buffers() -> None:
+def address(a: np.ndarray) -> int:
+    return int(a.__array_interface__["data"][0])
+
+
+def test_memory_comes_back_only_when_nothing_reaches_it() -> None:
     pool = BufferPool()
-    a = pool.take((3,), F4, np.empty)
-    b = pool.take((3,), F4, np.empty)
-    assert a is not b
-    a_id = id(a)
+    a = pool.host(BIG, F4)
+    held = address(a)
     del a
-    c = pool.take((3,), F4, np.empty)
-    assert id(c) == a_id
+    assert address(pool.host(BIG, F4)) == held  # dropped: recycled
 
 
-def test_views_and_memoryviews_keep_a_buffer_out_of_reuse() -> None:
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a.reshape(2, -1),
+        lambda a: a[1:],
+        lambda a: a[::-1],
+        lambda a: np.asarray(a),
+        lambda a: a.view(np.int32),
+        lambda a: memoryview(a),
+        lambda a: a.reshape(2, -1)[:, ::2].T,
+        lambda a: np.frombuffer(a, dtype=np.uint8),
+    ],
+    ids=["reshape", "slice", "reversed", "asarray", "view", "memoryview", "nested", "frombuffer"],
+)
+def test_any_view_keeps_the_memory_out_of_reuse(view) -> None:  # type: ignore[no-untyped-def]
+    # The defect this replaced: a reference count on the returned array missed views, whose
+    # base is the object owning the memory, and the next call overwrote them.
     pool = BufferPool()
-    a = pool.take((4,), F4, np.empty)
-    view, held = a[1:], id(a)
+    a = pool.host(BIG, F4)
+    a[...] = 7
+    held, kept = address(a), view(a)
     del a
-    assert id(pool.take((4,), F4, np.empty)) != held
-    del view
-    b = pool.take((4,), F4, np.empty)
-    mv, held = memoryview(b), id(b)
-    del b
-    assert id(pool.take((4,), F4, np.empty)) != held
-    del mv
+    gc.collect()
+    for _ in range(3):
+        b = pool.host(BIG, F4)
+        assert address(b) != held
+        b[...] = -1
+    assert np.array_equal(np.asarray(kept), np.asarray(view(np.full(BIG, 7, F4))))
+    del kept
+    gc.collect()
+    assert address(pool.host(BIG, F4)) == held
 
 
-def test_limits_per_key_and_bytes() -> None:
-    pool = BufferPool(per_key=2, max_bytes=1024)
-    kept = [pool.take((8,), F4, np.empty) for _ in range(5)]
-    assert len({id(k) for k in kept}) == 5  # all in use: all distinct
-    pool.take((1024,), F4, np.empty)  # 4 KB > max_bytes: not pooled
-    assert pool.slot((1024,), F4)._buffers == []
+def test_results_of_a_class_share_buffers_across_shapes() -> None:
+    # Variable-length batches: a new shape each call reuses the few buffers of its size class.
+    pool = BufferPool()
+    seen = set()
+    for rows in range(1000, 1100):
+        a = pool.host((rows, 40), F4)  # 160,000 to 176,000 bytes: one or two classes
+        assert a.shape == (rows, 40) and a.dtype == F4 and a.flags.c_contiguous
+        seen.add(address(a))
+        del a
+    assert len(seen) <= 2
+
+
+def test_size_classes_waste_at_most_a_quarter() -> None:
+    for n in [POOL_MIN_BYTES, POOL_MIN_BYTES + 1, 3_000_000, (1 << 26) + 5, 12345678]:
+        c = size_class(n)
+        assert n <= c <= n * 1.25
+    assert size_class(1 << 20) == 1 << 20
+
+
+def test_small_device_and_odd_dtypes_are_fresh() -> None:
+    pool = BufferPool()
+    assert isinstance(pool.source((16,), F4, "host", np.empty), Fresh)
+    assert isinstance(pool.source(BIG, F4, "nccl", np.empty), Fresh)
+    assert isinstance(pool.source((1 << 20,), np.dtype("U4"), "host", np.empty), Fresh)
+    assert isinstance(pool.source(BIG, F4, "host", np.empty), Leased)
+
+
+def test_free_buffers_are_bounded_per_class_and_in_bytes(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(pool_module, "PER_CLASS", 2)
+    pool = BufferPool(max_free_bytes=3 * POOL_MIN_BYTES)
+    kept = [pool.host(BIG, F4) for _ in range(5)]
+    assert len({address(k) for k in kept}) == 5  # all in use: all distinct
+    del kept
+    gc.collect()
+    assert pool.free_bytes() == 2 * POOL_MIN_BYTES  # two kept of five
+    other = pool.host((POOL_MIN_BYTES,), F4)  # another class, four times as large
+    # Making it would pass the byte limit: the least recently used class's free buffers went.
+    assert pool.free_bytes() == 0
+    del other
+    assert pool.free_bytes() == 4 * POOL_MIN_BYTES
     pool.clear()
-    assert pool.take((8,), F4, np.empty) is not kept[0]
+    assert pool.free_bytes() == 0
+
+
+def test_a_lease_finalised_in_another_thread_gives_back() -> None:
+    pool = BufferPool()
+    a = pool.host(BIG, F4)
+    held = address(a)
+    box = [a]
+    del a
+    t = threading.Thread(target=box.clear)
+    t.start()
+    t.join()
+    assert address(pool.host(BIG, F4)) == held
+
+
+def test_a_leased_result_is_an_ordinary_array() -> None:
+    pool = BufferPool()
+    a = pool.host((3, POOL_MIN_BYTES // 12), F4)
+    assert type(a) is np.ndarray and a.flags.writeable and a.flags.c_contiguous
+    a[...] = 2.5
+    assert float(a.sum()) == 2.5 * a.size
+    assert np.array_equal(np.copy(a), a)
+    b = pool.host((3, POOL_MIN_BYTES // 12), F4)
+    assert not np.shares_memory(a, b)
