@@ -9,6 +9,7 @@ from typing import Any
 
 __all__ = [
     "assert_same_structure",
+    "describe",
     "flatten",
     "is_nested",
     "map_structure",
@@ -172,6 +173,44 @@ def flatten(structure: Any, expand_composites: bool = False) -> list[Any]:
         else:
             stack.pop()
     return flat
+
+
+def describe(structure: Any, leaf: Callable[[Any], str]) -> str:
+    """The nested structure as text, in :func:`flatten`'s order (what a collective agrees).
+
+    Mappings show their keys sorted (insertion order and mapping type never matter, as in
+    TF), lists ``[...]``, tuples ``(...)``, namedtuples ``Name(field=...)`` by qualified name
+    and fields, other sequences ``Name[...]``, each atom as ``leaf(atom)``; keys as their
+    ``repr``, never an object's address. Never raises (unsortable keys keep their order).
+    """
+    kind = _kind(structure)
+    if kind == _LEAF:
+        return leaf(structure)
+    if kind == _MAP:
+        try:
+            keys = sorted(structure)
+        except TypeError:
+            keys = list(structure)
+        parts = (f"{_key_text(k)}: {describe(structure[k], leaf)}" for k in keys)
+        return "{" + ", ".join(parts) + "}"
+    items = [describe(child, leaf) for child in structure]
+    cls = type(structure)
+    if kind == _NAMEDTUPLE:
+        fields = ", ".join(f"{f}={t}" for f, t in zip(cls._fields, items, strict=False))
+        return f"{cls.__qualname__}({fields})"
+    if cls is list:
+        return "[" + ", ".join(items) + "]"
+    if cls is tuple:
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return f"{cls.__qualname__}[" + ", ".join(items) + "]"
+
+
+def _key_text(key: Any) -> str:
+    # A tuple's parts one by one; object.__repr__ holds an address, different per process.
+    cls = type(key)
+    if cls is tuple:
+        return "(" + "".join(_key_text(k) + ", " for k in key) + ")"
+    return repr(key) if cls.__repr__ is not object.__repr__ else f"<{cls.__qualname__}>"
 
 
 def _truncate(value: Any, length: int) -> str:

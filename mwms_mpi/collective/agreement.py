@@ -21,23 +21,27 @@ Rules that keep the agreement itself from hanging:
 
 ``MWMS_MPI_CHECK=first`` agrees a layout only on its first use on this rank and trusts it after:
 faster for small messages, and unsafe (a divergence after warm-up hangs or returns wrong
-numbers). The mode is itself agreed when a communicator is built.
+numbers). ``MWMS_MPI_CHECK=callsite`` is a debug mode: every call is agreed, and its fingerprint
+also holds the user's source line (``call_context.user_site``), so the same API called from
+different lines on different ranks raises, naming both lines; it costs a walk up the stack per
+call (docs/agreement.md has the numbers). The mode is itself agreed when a communicator is built.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, NoReturn
 
 import numpy as np
 
-from mwms_mpi import _config, errors
+from mwms_mpi import _config, _env, errors
 from mwms_mpi.collective import call_context
 from mwms_mpi.collective.call_context import CallContext
 from mwms_mpi.collective.signature import Layout, Signature, digest, mismatch_message
 
-CHECK_ENV = "MWMS_MPI_CHECK"  # "always" (default): agree every call; "first": first use only
-CHECK_MODES = ("always", "first")
+CHECK_ENV = "MWMS_MPI_CHECK"
+# "always" (default): agree every call; "first": a layout's first use only (unsafe);
+# "callsite": every call, with the user's source line in its fingerprint (debugging).
+CHECK_MODES = ("always", "first", "callsite")
 _MASK = (1 << 62) - 1  # fingerprints and values stay in [0, 2**62): negation cannot overflow
 _MIX_CONTEXT = 0x9E3779B97F4A7C15
 _MIX_CALL = 0xC2B2AE3D27D4EB4F
@@ -45,16 +49,18 @@ _MAX_CONTEXTS = 4096
 VALUE_LIMIT = 1 << 62  # |value| a rank may contribute to an agreement
 
 
-def check_mode(environ: Any = os.environ) -> str:
-    """The agreement mode from ``MWMS_MPI_CHECK`` (``"always"`` when unset).
+def check_mode(environ: _env.Environ = None) -> str:
+    """The agreement mode from ``MWMS_MPI_CHECK`` (``"always"`` when unset), in lower case.
 
     Raises:
-      ValueError: for any other value.
+      ValueError: for any other value, naming the variable and the modes.
     """
-    mode = environ.get(CHECK_ENV, "always").strip().lower() or "always"
-    if mode not in CHECK_MODES:
-        raise ValueError(f"{CHECK_ENV}={mode!r}: expected one of {', '.join(CHECK_MODES)}")
-    return mode
+    return _env.env_choice(CHECK_ENV, CHECK_MODES, "always", environ=environ)
+
+
+def _site_only() -> CallContext:
+    """The context of a call made outside any public API, in ``callsite`` mode."""
+    return ("", "", "", "", "", call_context.user_site())
 
 
 class _Ids:
@@ -95,13 +101,18 @@ class Agreement:
         self._max = mpi.MAX
         self._contexts: dict[Any, int] = {}  # context -> its digest, premixed
         self._carries_value = False  # whether the send buffer holds a value to clear
+        self._context: CallContext | None = None  # the context of the call being agreed
         mode = check_mode()
-        self.every_call = mode == "always"
+        self.every_call = mode != "first"
+        self.sites = False  # whether fingerprints hold the user's source line
         try:
             self.id = self._agree_construction(mode)
         except Exception:  # raised on every rank, so the collective Free matches
             comm.Free()
             raise
+        if mode == "callsite":
+            self.sites = True
+            call_context.want_sites(True)
         try:
             self._persistent: Any = comm.Allreduce_init(self._send, self._recv, mpi.MAX)
         except NotImplementedError:  # an MPI before 4.0: plain calls
@@ -113,6 +124,9 @@ class Agreement:
         if self._persistent is not None:
             self._persistent.Free()
             self._persistent = None
+        if self.sites:
+            self.sites = False
+            call_context.want_sites(False)
         self.comm.Free()
 
     def _agree_construction(self, mode: str) -> int:
@@ -150,6 +164,8 @@ class Agreement:
         Raises:
           InvalidArgumentError: on every rank, if any rank's fingerprint differs.
         """
+        if context is None and self.sites:
+            context = _site_only()
         mixed = self._contexts.get(context)
         if mixed is None:
             mixed = self._context_digest(context)
@@ -165,14 +181,27 @@ class Agreement:
         self.calls += 1
         got = self._in
         if got[0] != -got[1]:
-            self._mismatch(op_name, Signature(self.calls, layout, context, ""))
+            self._mismatch(op_name, Signature(self.calls, layout, self._agreed(context), ""))
 
     def _context_digest(self, context: CallContext | None) -> int:
-        """The context's digest, mixed and cached (a handful of contexts recur per program)."""
+        """The context's digest, mixed and cached (a handful of contexts recur per program).
+
+        Cached by the context itself, whose structure text stands for the value's nested
+        structure: a plain array's is ``""``, so the 4 KB path pays one dict lookup. A call
+        site is left out unless this agreement runs in ``callsite`` mode (another communicator
+        may have asked for sites).
+        """
         if len(self._contexts) >= _MAX_CONTEXTS:
             self._contexts.clear()
-        mixed = self._contexts[context] = digest(context) * _MIX_CONTEXT
+        mixed = self._contexts[context] = digest(self._agreed(context)) * _MIX_CONTEXT
         return mixed
+
+    def _agreed(self, context: CallContext | None) -> CallContext | None:
+        """The part of ``context`` this agreement agrees: without its site unless in
+        ``callsite`` mode."""
+        if context is None or self.sites or not context[5]:
+            return context
+        return (*context[:5], "")
 
     def start(self, layout_digest: int, value: int, blocking: bool) -> Any:
         """Starts the agreement of the next call; returns the request to poll, or ``None``.
@@ -183,6 +212,9 @@ class Agreement:
           blocking: complete it before returning (no deadline).
         """
         context = call_context.current()
+        if context is None and self.sites:
+            context = _site_only()
+        self._context = context
         mixed = self._contexts.get(context)
         if mixed is None:
             mixed = self._context_digest(context)
@@ -219,7 +251,8 @@ class Agreement:
         self.calls += 1
         got = self._in
         if got[0] != -got[1]:
-            self._mismatch(op_name, Signature(self.calls, layout, call_context.current(), ""))
+            context = self._agreed(self._context)
+            self._mismatch(op_name, Signature(self.calls, layout, context, ""))
         return -got[3], got[2]
 
     def skip(self) -> None:
@@ -242,7 +275,8 @@ class Agreement:
         if got[0] == -got[1]:  # every rank refused the call for the same reason
             raise error
         text = f"{type(error).__name__}: {error}"
-        self._mismatch(op_name, Signature(self.calls, None, call_context.current(), text), error)
+        context = self._agreed(self._context)
+        self._mismatch(op_name, Signature(self.calls, None, context, text), error)
 
     def _mismatch(self, op_name: str, mine: Signature, error: Exception | None = None) -> NoReturn:
         # Every rank completed the agreement, so every rank makes this (pickled) exchange.

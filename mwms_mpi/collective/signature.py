@@ -2,9 +2,11 @@
 
 A :class:`Layout` is what the data movement needs to match (kind, op, dtypes, shapes, options);
 its :func:`digest` comes from a fixed hash (never Python's ``hash``, which differs per process),
-so equal layouts give equal digests on every rank. Only when the ranks' fingerprints differ do
-they exchange full :class:`Signature` objects, so that every rank raises the same
-``InvalidArgumentError`` naming what each rank called and the first thing that differs.
+so equal layouts give equal digests on every rank; the caller's context (``call_context``: the
+API or purpose, op, axis, the value's nested structure, in ``callsite`` mode the source line)
+is digested the same way. Only when the ranks' fingerprints differ do they exchange full
+:class:`Signature` objects, so that every rank raises the same ``InvalidArgumentError`` naming
+what each rank called and the first thing that differs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from typing import NamedTuple
 from mwms_mpi.collective.call_context import CallContext
 
 ANY = -1  # a dimension that may differ between ranks (the gather axis)
-_CONTEXT_FIELDS = ("call", "op", "axis", "value kind")
+# The context's fields compared after the API itself, in the order a message reports them:
+# (label, index in CallContext).
+_CONTEXT_FIELDS = (("op", 1), ("axis", 2), ("structure", 4), ("value kind", 3), ("call site", 5))
+_ONE_VALUE = "(a single dense value)"  # how an empty structure text reads
+_LISTED = 120  # a structure is cut to this many characters where every rank's call is listed
+_SHOWN = 200  # and to about this many around its first difference where two are compared
 # What a layout without the extra means (host arrays carry no "arrays"/"transport" extras).
 _EXTRA_DEFAULTS: dict[str, object] = {"arrays": "numpy", "transport": "host"}
 
@@ -68,14 +75,46 @@ def describe(layout: Layout, limit: int = 4) -> str:
     return " ".join(parts)
 
 
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def describe_signature(signature: Signature) -> str:
     """What one rank called, in a line: the public call, then the collective or the error."""
     head = ""
-    if signature.context is not None:
-        api, op, axis, kind = signature.context
-        head = api + "(" + ", ".join(x for x in (op, axis and f"axis={axis}", kind) if x) + ") "
+    context = signature.context
+    if context is not None:
+        api, op, axis, kind, structure, site = (*context, "", "")[:6]
+        args = (
+            op,
+            axis and f"axis={axis}",
+            kind,
+            structure and f"structure={_cut(structure, _LISTED)}",
+            site and f"at {site}",
+        )
+        api = api or "(no API)"
+        sep = " " if " " in api else ""  # "Strategy.reduce(SUM)", "SyncOnRead read of `m` (SUM)"
+        head = api + sep + "(" + ", ".join(x for x in args if x) + ") "
     body = signature.error or (describe(signature.layout) if signature.layout else "")
     return f"{head}-> {body}" if head else body
+
+
+def _excerpts(mine: str, theirs: str) -> tuple[str, str]:
+    """Two texts that differ, each cut to about :data:`_SHOWN` characters around the first
+    place where they differ (nested structures can be long; the difference is what matters)."""
+    if len(mine) <= _SHOWN and len(theirs) <= _SHOWN:
+        return mine, theirs
+    first = next(
+        (i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b),
+        min(len(mine), len(theirs)),
+    )
+    start = max(0, first - _SHOWN // 4)
+
+    def window(text: str) -> str:
+        part = text[start : start + _SHOWN]
+        return ("..." if start else "") + part + ("..." if start + _SHOWN < len(text) else "")
+
+    return window(mine), window(theirs)
 
 
 def _layout_difference(mine: Layout, theirs: Layout) -> tuple[str, str]:
@@ -112,8 +151,14 @@ def difference(mine: Signature, theirs: Signature) -> tuple[str, str]:
     if mine.context != theirs.context:
         if mine.context is None or theirs.context is None:
             return describe_signature(mine), describe_signature(theirs)
-        for label, a, b in zip(_CONTEXT_FIELDS, mine.context, theirs.context, strict=True):
+        ours, other = (*mine.context, "", "")[:6], (*theirs.context, "", "")[:6]
+        if ours[0] != other[0]:
+            return f"call {ours[0] or '(no API)'}", other[0] or "(no API)"
+        for label, i in _CONTEXT_FIELDS:
+            a, b = ours[i], other[i]
             if a != b:
+                if label == "structure":
+                    a, b = _excerpts(a or _ONE_VALUE, b or _ONE_VALUE)
                 return f"{label} {a or '(none)'}", b or "(none)"
     if mine.layout is not None and theirs.layout is not None and mine.layout != theirs.layout:
         return _layout_difference(mine.layout, theirs.layout)
@@ -126,8 +171,10 @@ def mismatch_message(what: str, rank: int, signatures: Sequence[Signature], comm
     """The error text one rank raises when the ranks' calls disagree.
 
     It compares this rank's call with rank 0's (or, if they agree, with the first rank that
-    differs), e.g. ``"Strategy.reduce on rank 2: op MEAN != SUM on rank 0 (...)"``, then lists
-    every distinct call with the ranks that made it.
+    differs), e.g. ``"Strategy.reduce on rank 2: op MEAN != SUM on rank 0 (...)"``, or, when
+    the two called different APIs, names each: ``"... ranks called different APIs: SyncOnRead
+    read of `accuracy` on rank 0, Strategy.reduce on rank 1 (...)"``; then it lists every
+    distinct call with the ranks that made it.
 
     Args:
       what: what this rank was asked to do (the public API's name, else the collective's).
@@ -137,12 +184,27 @@ def mismatch_message(what: str, rank: int, signatures: Sequence[Signature], comm
     """
     mine = signatures[rank]
     other = 0 if signatures[0] != mine else next(q for q, s in enumerate(signatures) if s != mine)
-    a, b = difference(mine, signatures[other])
+    theirs = signatures[other]
+    apis = _apis(mine, theirs)
+    if apis is not None:  # two purposes: name each with its rank, in rank order
+        pair = sorted([(rank, apis[0]), (other, apis[1])])
+        head = "ranks called different APIs: " + ", ".join(f"{a} on rank {q}" for q, a in pair)
+    else:
+        a, b = difference(mine, theirs)
+        head = f"{a} != {b} on rank {other}"
     groups: dict[str, list[int]] = {}
     for q, s in enumerate(signatures):
         groups.setdefault(describe_signature(s), []).append(q)
     listing = "; ".join(f"ranks {qs}: {text}" for text, qs in groups.items())
     return (
-        f"{what} on rank {rank}: {a} != {b} on rank {other} (call {mine.call} on communicator "
-        f"{comm_name}; calls by rank: {listing})"
+        f"{what} on rank {rank}: {head} (call {mine.call} on communicator {comm_name}; calls "
+        f"by rank: {listing})"
     )
+
+
+def _apis(mine: Signature, theirs: Signature) -> tuple[str, str] | None:
+    """The two public APIs (purposes) when two valid calls differ in that, else ``None``."""
+    if mine.error or theirs.error or mine.context is None or theirs.context is None:
+        return None
+    a, b = mine.context[0], theirs.context[0]
+    return (a, b) if a and b and a != b else None

@@ -8,7 +8,6 @@ extension, else 1); replica ``id_in_cluster * k + local_id`` of ``k * num_worker
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +23,7 @@ from mwms_mpi.cluster import (
     check_mpi_world,
     multi_worker_util,
 )
+from mwms_mpi.cluster.tfconfig import tf_config_set
 from mwms_mpi.collective import Communicator
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.collective.transport import NCCL_WITHOUT_GPU
@@ -44,7 +44,7 @@ _log = get_logger(__name__)
 
 
 def _default_resolver() -> ClusterResolver:
-    if os.environ.get("TF_CONFIG"):
+    if tf_config_set():
         return TFConfigClusterResolver()
     return MPIClusterResolver()
 
@@ -212,11 +212,11 @@ class CollectiveAllReduceExtended(MirroredExtended):
         return super()._distribute_datasets_from_function(dataset_fn, options)
 
     def _broadcast_initial_value(self, value: Any) -> Any:
-        """The chief's (worker 0's) initial value on every worker (TF's broadcast_send/recv)."""
+        """The chief's (worker 0's) initial value on every worker (TF's broadcast_send/recv);
+        agreed as the creation of the variable by name (``variable_creation``)."""
         if self._communicator is None:
             return value
-        with api_call(self._communicator, "Variable"):
-            return self._communicator.broadcast(value, root=0)  # a fresh array
+        return self._communicator.broadcast(value, root=0)  # a fresh array
 
     def _get_cross_device_ops(self, value: Any) -> CrossDeviceOps:
         num = len(value._values) if isinstance(value, DistributedValues) else 1
@@ -323,7 +323,8 @@ def _check_same_replica_count(communicator: Communicator, k: int) -> None:
     TF leaves differing counts undefined; here replica ids, MEAN denominators and input splits
     would silently differ between workers, e.g. when ranks are placed unevenly on GPU nodes.
     """
-    least, most = communicator.min_max(k, "local replicas per worker")
+    with api_call(communicator, "MultiWorkerMirroredStrategy construction"):
+        least, most = communicator.min_max(k, "local replicas per worker")
     if most != least:
         communicator.close()
         raise ValueError(

@@ -28,6 +28,7 @@ from mwms_mpi.distribute.strategy_extended import (
 from mwms_mpi.types import ReduceOp, as_reduce_op, reduce_op_text
 from mwms_mpi.values import IndexedSlices
 from mwms_mpi.values.convert import as_array, truediv
+from mwms_mpi.values.structure import of as structure_of
 
 __all__ = ["ReplicaContext", "RunOptions", "Strategy", "StrategyExtended"]
 
@@ -154,7 +155,9 @@ class Strategy:
         """
         ext = self._extended
         axis_text = "" if axis is None else str(axis)
-        with api_call(ext._communicator, "Strategy.reduce", reduce_op_text(reduce_op), axis_text):
+        op_text = reduce_op_text(reduce_op)
+        structure = structure_of(value)  # "" for one dense value: the context stays cached
+        with api_call(ext._communicator, "Strategy.reduce", op_text, axis_text, "", structure):
             _context.require_cross_replica_or_default(ext)
             reduce_op = as_reduce_op(reduce_op)
             if axis is None:
@@ -186,7 +189,8 @@ class Strategy:
           NotImplementedError: for ``IndexedSlices``.
         """
         ext = self._extended
-        with api_call(ext._communicator, "Strategy.gather", axis=str(axis)):
+        structure = structure_of(value)
+        with api_call(ext._communicator, "Strategy.gather", axis=str(axis), structure=structure):
             _context.require_cross_replica_or_default(
                 ext,
                 "tf.distribute.Strategy.gather method requires cross-replica context, use "

@@ -18,6 +18,7 @@ import numpy as np
 
 from mwms_mpi import _context, errors, nest
 from mwms_mpi.collective import Communicator
+from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.data import INFINITE_CARDINALITY, Dataset, TensorSpec
 from mwms_mpi.data.distribute import dataset_for_worker
 from mwms_mpi.distribute.input_context import InputContext, InputOptions, InputReplicationMode
@@ -195,7 +196,10 @@ class DistributedIterator:
         communicator = self._input_workers.communicator
         if communicator is None or not self._input_workers.multi_worker:
             return bool(local)
-        return communicator.min_max(local, "end of data")[1] == 1
+        # One purpose for next(), get_next() and get_next_as_optional(): equivalent on every
+        # worker (each takes one step), and named in the error if a worker does something else.
+        with api_call(communicator, "DistributedIterator end-of-data check"):
+            return communicator.min_max(local, "end of data")[1] == 1
 
     def _get_next_no_partial_batch_handling(self) -> Any:
         values, _ = self._next_optionals()
@@ -433,4 +437,5 @@ def _agree_infinite(input_workers: InputWorkers, infinite: bool) -> bool:
     communicator = input_workers.communicator
     if communicator is None or not input_workers.multi_worker:
         return infinite
-    return communicator.min_max(int(infinite), "infinite dataset")[0] == 1
+    with api_call(communicator, "DistributedDataset creation"):
+        return communicator.min_max(int(infinite), "infinite dataset")[0] == 1

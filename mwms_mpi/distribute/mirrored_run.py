@@ -6,7 +6,9 @@ function runs once, in the calling thread, in cross-replica context, and each re
 part of the result. Only one thread runs at a time, and every collective is issued by the
 calling thread (the one that owns the communicator). If some replicas finish while others wait
 in ``merge_call``, ``RuntimeError`` is raised; an exception in any replica or merge function
-stops every replica thread and is re-raised in the caller.
+stops every replica thread and is re-raised in the caller. With ``MWMS_MPI_CHECK=callsite`` the
+first replica's source line at its ``merge_call`` is the call site of what the merge function
+agrees (the calling thread's own stack only shows ``strategy.run``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from mwms_mpi import _context
+from mwms_mpi.collective import call_context
 from mwms_mpi.distribute.replica_context import ReplicaContext
 from mwms_mpi.values import regroup, select_replica
 
@@ -68,6 +71,7 @@ class _ReplicaThread(threading.Thread):
         self.merge_fn: Callable[..., Any] | None = None
         self.merge_args: Any = ()
         self.merge_kwargs: Any = {}
+        self.merge_site: str | None = None  # the user's line at merge_call (callsite mode)
         self.merge_result: Any = None
 
     def run(self) -> None:
@@ -100,6 +104,7 @@ class MirroredReplicaContext(ReplicaContext):
         if t.coord.should_stop():  # told to stop already: nobody would resume this replica
             raise _RequestedStop()
         t.merge_fn, t.merge_args, t.merge_kwargs = merge_fn, args, kwargs
+        t.merge_site = call_context.user_site() if call_context.recording_sites() else None
         t.has_paused.set()
         t.should_run.wait()
         t.should_run.clear()
@@ -176,7 +181,7 @@ def call_for_each_replica(
             if merge_fn is None:  # every paused thread has set it
                 raise RuntimeError("A replica paused without a merge_call function.")
             try:
-                with _context.scope(merge_entry):
+                with _context.scope(merge_entry), call_context.merge_site(threads[0].merge_site):
                     merge_result = merge_fn(strategy, *merge_args, **merge_kwargs)
             except BaseException as exc:
                 coord.request_stop(exc)

@@ -1,8 +1,11 @@
 """ReplicaContext: what a replica function can call (TF's ``ReplicaContext``).
 
 ``all_reduce`` and ``all_gather`` go through ``merge_call`` (as TF's eager multi-worker path
-does): the merge function runs once per worker in cross-replica context, names itself to the
-communicator's agreement and calls the strategy's batch reduction or gather.
+does): the merge function runs once per worker in cross-replica context, names itself and the
+value's nested structure to the communicator's agreement (so ``{"a": x, "b": y}`` on one worker
+and ``{"a": x, "c": y}`` on another raise instead of summing ``b`` with ``c``) and calls the
+strategy's batch reduction or gather. A value this replica cannot convert raises inside that
+agreement too, so the other workers raise with it instead of waiting.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.types import CommunicationOptions, ReduceOp, as_reduce_op, reduce_op_text
 from mwms_mpi.values import IndexedSlices, select_replica
 from mwms_mpi.values.convert import as_array
+from mwms_mpi.values.structure import of as structure_of
 
 if TYPE_CHECKING:
     from mwms_mpi.distribute.distribute_lib import Strategy
@@ -96,12 +100,20 @@ class ReplicaContext:
         Returns:
           A nest of the same structure holding the reduced values (numpy arrays).
         """
-        flat = [v if type(v) is IndexedSlices else as_array(v) for v in nest.flatten(value)]
+        structure = structure_of(value)
         op_text = reduce_op_text(reduce_op)
+        failed: Exception | None = None
+        try:
+            flat = [v if type(v) is IndexedSlices else as_array(v) for v in nest.flatten(value)]
+        except (TypeError, ValueError) as exc:  # raised in the agreement, on every worker
+            flat, failed = [], exc
 
         def batch_all_reduce(strategy: Strategy, *value_flat: Any) -> list[Any]:
             ext = strategy.extended
-            with api_call(ext._communicator, "ReplicaContext.all_reduce", op_text):
+            api = "ReplicaContext.all_reduce"
+            with api_call(ext._communicator, api, op_text, structure=structure):
+                if failed is not None:
+                    raise failed
                 checked = as_reduce_op(reduce_op)
                 return ext.batch_reduce_to(checked, [(v, v) for v in value_flat], options)
 
@@ -113,14 +125,22 @@ class ReplicaContext:
         Raises:
           NotImplementedError: for ``IndexedSlices``.
         """
-        flat = nest.flatten(value)
-        if any(isinstance(v, IndexedSlices) for v in flat):
-            raise NotImplementedError("all_gather does not support IndexedSlices")
-        flat = [as_array(v) for v in flat]
+        structure = structure_of(value)
+        failed: Exception | None = None
+        try:
+            flat = nest.flatten(value)
+            if any(isinstance(v, IndexedSlices) for v in flat):
+                raise NotImplementedError("all_gather does not support IndexedSlices")
+            flat = [as_array(v) for v in flat]
+        except (TypeError, ValueError, NotImplementedError) as exc:  # raised in the agreement
+            flat, failed = [], exc
 
         def batch_all_gather(strategy: Strategy, *value_flat: Any) -> list[Any]:
             ext = strategy.extended
-            with api_call(ext._communicator, "ReplicaContext.all_gather", axis=str(axis)):
+            api, axis_text = "ReplicaContext.all_gather", str(axis)
+            with api_call(ext._communicator, api, axis=axis_text, structure=structure):
+                if failed is not None:
+                    raise failed
                 return [ext._gather_to(v, v, axis, options) for v in value_flat]
 
         return nest.pack_sequence_as(value, self.merge_call(batch_all_gather, args=flat))

@@ -24,6 +24,8 @@ from mwms_mpi.types import (
 )
 from mwms_mpi.values import DistributedValues, select_replica
 from mwms_mpi.values.aggregation import UpdateContext, get_update_replica_id
+from mwms_mpi.values.structure import of as structure_of
+from mwms_mpi.values.structure import of_pairs
 
 if TYPE_CHECKING:
     from mwms_mpi.distribute.distribute_lib import Strategy
@@ -71,7 +73,8 @@ class StrategyExtended:
           ValueError: for a ``VariableAggregation`` or list as ``reduce_op``/``destinations``.
           RuntimeError: in replica context.
         """
-        with api_call(self._communicator, "StrategyExtended.reduce_to", reduce_op_text(reduce_op)):
+        api, op = "StrategyExtended.reduce_to", reduce_op_text(reduce_op)
+        with api_call(self._communicator, api, op, structure=structure_of(value)):
             _require_cross_replica(self)
             reduce_op = _check_reduce_op(reduce_op)
             if isinstance(destinations, list | tuple):
@@ -92,8 +95,10 @@ class StrategyExtended:
         Raises:
           ValueError: if an element of ``value_destination_pairs`` is not a pair.
         """
-        api = "StrategyExtended.batch_reduce_to"
-        with api_call(self._communicator, api, reduce_op_text(reduce_op)):
+        if not isinstance(value_destination_pairs, list | tuple):  # a zip: read it once
+            value_destination_pairs = _listed(value_destination_pairs)
+        api, op = "StrategyExtended.batch_reduce_to", reduce_op_text(reduce_op)
+        with api_call(self._communicator, api, op, structure=of_pairs(value_destination_pairs)):
             _require_cross_replica(self)
             reduce_op = _check_reduce_op(reduce_op)
             return self._batch_reduce_to(reduce_op, check_pairs(value_destination_pairs), options)
@@ -309,6 +314,15 @@ class StrategyExtended:
     def experimental_should_init(self) -> bool:
         """Whether initialization is needed."""
         raise NotImplementedError("must be implemented in descendants")
+
+
+def _listed(pairs: Any) -> Any:
+    """An iterable of pairs as a list (it is read twice: its structure, then its values); what
+    is not iterable as is, for ``check_pairs`` to refuse inside the call's agreement."""
+    try:
+        return list(pairs)
+    except TypeError:
+        return pairs
 
 
 def _check_reduce_op(reduce_op: Any) -> ReduceOp:

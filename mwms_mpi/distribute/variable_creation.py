@@ -4,9 +4,12 @@ TF's ``MirroredExtended._create_variable`` and ``CollectiveAllReduceExtended``'s
 broadcast. Creation is a collective across workers: the first replica's initial value is
 computed on every worker, then the chief's is broadcast over the strategy's communicator, so
 every replica on every worker starts equal even when the workers computed different values.
-Every worker must therefore create the same variables in the same order. In a replica function
-the variable is made once per worker in a ``merge_call`` (TF makes it in replica 0's thread and
-hands the same object to the others), which keeps the broadcast on the thread owning MPI.
+Every worker must therefore create the same variables in the same order: the broadcast is
+agreed as "Variable creation of `name`", so workers creating ``w`` and ``b`` in different orders
+raise instead of starting ``b`` from the chief's ``w`` (TF would, silently, for equal shapes).
+In a replica function the variable is made once per worker in a ``merge_call`` (TF makes it in
+replica 0's thread and hands the same object to the others), which keeps the broadcast on the
+thread owning MPI.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _context
+from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.values import select_replica
 from mwms_mpi.values.aggregation import check_mean_dtype
 from mwms_mpi.values.distributed_variable import DistributedVariable, create_mirrored_variable
@@ -80,7 +84,13 @@ def create_variable(
             value_list.append(component)
         return value_list
 
-    return create_mirrored_variable(extended._container_strategy(), real_mirrored_creator, **kwargs)
+    # The purpose names the variable (TF's default name is "Variable"); an error on this worker
+    # before the broadcast (its initial value failed) is taken into the agreement.
+    purpose = f"Variable creation of `{kwargs.get('name') or 'Variable'}`"
+    with api_call(extended._communicator, purpose):
+        return create_mirrored_variable(
+            extended._container_strategy(), real_mirrored_creator, **kwargs
+        )
 
 
 def validate_colocate_distributed_variable(v: Any, extended: Any) -> None:

@@ -5,6 +5,11 @@ API (``scope``, ``reduce``, ``experimental_local_results``, ``extended.reduce_to
 ``broadcast_to``/``update``) and reads the per-thread context from ``mwms_mpi._context``, so it
 needs no MPI and no strategy import. The update-replica marker (TF's ``UpdateContext``) lives
 here because variables must read it; the strategy layer re-exports it.
+
+A variable's collective says what it is for (``call_context.api_call``, on the strategy's
+communicator, :func:`communicator_of`): "MirroredVariable.assign_add of `w`", "SyncOnRead read
+of `accuracy`", so that workers doing different things with equal layouts raise instead of
+exchanging each other's numbers (docs/agreement.md).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mwms_mpi import _context
+from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
 from mwms_mpi.values.convert import convert_to_dtype, truediv
 from mwms_mpi.values.distributed import PerReplica
@@ -36,6 +42,17 @@ class StrategyLike(Protocol):
     def reduce(self, reduce_op: Any, value: Any, axis: Any) -> Any: ...
 
     def experimental_local_results(self, value: Any) -> tuple[Any, ...]: ...
+
+
+def communicator_of(strategy: StrategyLike) -> Any:
+    """The strategy's communicator across workers (``None`` for one worker), on which a
+    variable's purpose is agreed (``StrategyExtended._communicator``, the layers' seam)."""
+    return getattr(strategy.extended, "_communicator", None)
+
+
+def purpose(var: Any, what: str) -> str:
+    """``"<what> of `name`"``: a variable's purpose, named by its name without ``:0``."""
+    return f"{what} of `{var._common_name}`"
 
 
 # -- TF's UpdateContext ---------------------------------------------------------------------
@@ -173,19 +190,25 @@ def on_write_update_replica(
     if var.aggregation == VariableAggregation.NONE:
         return update_fn(var._get_on_device_or_primary(), value, **kwargs)
 
+    what = purpose(var, f"{type(var).__name__}.{update_fn.__name__.lstrip('_')}")
+    # ONLY_FIRST_REPLICA moves no data across workers: an error there stays this rank's own.
+    reduces = var.aggregation != VariableAggregation.ONLY_FIRST_REPLICA
+
     def merge_fn(strategy: Any, value: Any, **kwargs: Any) -> Any:
-        if (
-            var.aggregation == VariableAggregation.MEAN
-            and np.dtype(var.dtype).kind not in "fc"
-            and isinstance(value, PerReplica)
-        ):
-            raise ValueError(
-                "Cannot update non-float variables with tf.VariableAggregation.MEAN aggregation "
-                "in replica context. Either change the variable dtype to float or update it in "
-                "cross-replica context."
-            )
-        v = apply_aggregation(strategy, value, var.aggregation, var)
-        return var._update_cross_replica(update_fn, v, **kwargs)
+        comm = communicator_of(strategy) if reduces else None
+        with api_call(comm, what, var.aggregation.name):
+            if (
+                var.aggregation == VariableAggregation.MEAN
+                and np.dtype(var.dtype).kind not in "fc"
+                and isinstance(value, PerReplica)
+            ):
+                raise ValueError(
+                    "Cannot update non-float variables with tf.VariableAggregation.MEAN "
+                    "aggregation in replica context. Either change the variable dtype to float "
+                    "or update it in cross-replica context."
+                )
+            v = apply_aggregation(strategy, value, var.aggregation, var)
+            return var._update_cross_replica(update_fn, v, **kwargs)
 
     ctx = _context.current().replica_context
     return ctx.merge_call(merge_fn, args=(value,), kwargs=kwargs)

@@ -4,6 +4,12 @@ TF's ``values.py`` classes with the update rules of ``values/aggregation.py``. T
 are plain ``Variable`` objects, in local replica order; the strategy is an opaque handle
 (``aggregation.StrategyLike``). ``create_mirrored_variable`` is TF's
 ``distribute_utils.create_mirrored_variable``: the strategy's creator hook calls it.
+
+Reading a ``SyncOnReadVariable`` in cross-replica context is a collective with one purpose
+whatever the path (``read_value``, ``numpy()``, ``value()``, ``np.asarray``,
+``extended.read_var``, a checkpoint's save): "SyncOnRead read of `name`", so equivalent reads
+match on every worker, while a read on one worker and a ``strategy.reduce`` (or a read of
+another variable) on another raise on both.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, _context
+from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
 from mwms_mpi.values import aggregation as agg
 from mwms_mpi.values.distributed import DistributedValues, Mirrored, PerReplica
@@ -244,10 +251,23 @@ class SyncOnReadVariable(DistributedVariable):
         """
         if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA:
             return self._get_replica(0)
-        reduce_op = ReduceOp.from_variable_aggregation(self._aggregation)
-        with _context.enter_or_assert_strategy(self._distribute_strategy):
+        reduce_op = ReduceOp.from_variable_aggregation(self._aggregation)  # NONE: here, alone
+        strategy = self._distribute_strategy
+        what = agg.purpose(self, "SyncOnRead read")
+        comm = agg.communicator_of(strategy)
+        with (
+            api_call(comm, what, self._aggregation.name),
+            _context.enter_or_assert_strategy(strategy),
+        ):
             local = PerReplica(tuple(v.read_value() for v in self._values))
-            return self._distribute_strategy.reduce(reduce_op, local, axis=None)
+            return strategy.reduce(reduce_op, local, axis=None)
+
+    def _cross_replica_update(self, method: str, read_value: bool) -> api_call:
+        """The purpose of a cross-replica ``assign*``, whose read back is a collective. Without
+        a read back nothing communicates, so an error stays this rank's own (as in TF)."""
+        what = agg.purpose(self, f"SyncOnReadVariable.{method}")
+        comm = agg.communicator_of(self._distribute_strategy) if read_value else None
+        return api_call(comm, what)
 
     def _cross_replica_write(self) -> bool:
         return _context.in_cross_replica_context() and not agg.in_replica_update_context()
@@ -263,7 +283,8 @@ class SyncOnReadVariable(DistributedVariable):
         every component (SUM divides ``value`` by ``num_replicas_in_sync``)."""
         with _context.enter_or_assert_strategy(self._distribute_strategy):
             if self._cross_replica_write():
-                return agg.on_read_assign_cross_replica(self, value, read_value=read_value)
+                with self._cross_replica_update("assign", read_value):
+                    return agg.on_read_assign_cross_replica(self, value, read_value=read_value)
             return super().assign(value, use_locking, name, read_value)
 
     def assign_add(
@@ -280,7 +301,8 @@ class SyncOnReadVariable(DistributedVariable):
         """
         with _context.enter_or_assert_strategy(self._distribute_strategy):
             if self._cross_replica_write():
-                return agg.on_read_assign_add_cross_replica(self, delta, read_value=read_value)
+                with self._cross_replica_update("assign_add", read_value):
+                    return agg.on_read_assign_add_cross_replica(self, delta, read_value=read_value)
             return super().assign_add(delta, use_locking, name, read_value)
 
     def assign_sub(
@@ -297,7 +319,8 @@ class SyncOnReadVariable(DistributedVariable):
         """
         with _context.enter_or_assert_strategy(self._distribute_strategy):
             if self._cross_replica_write():
-                return agg.on_read_assign_sub_cross_replica(self, delta, read_value=read_value)
+                with self._cross_replica_update("assign_sub", read_value):
+                    return agg.on_read_assign_sub_cross_replica(self, delta, read_value=read_value)
             return super().assign_sub(delta, use_locking, name, read_value)
 
     def _update_replica(self, update_fn: Callable[..., Any], value: Any, **kwargs: Any) -> Any:

@@ -44,10 +44,21 @@ def _still_works(strategy: Any) -> None:
     np.testing.assert_array_equal(out, np.full(3, n * (n - 1) / 2))
 
 
-def _raises_everywhere(strategy: Any, call: Any, text: str) -> None:
+def _locals(strategy: Any, value: Any) -> list[np.ndarray]:
+    """Every local replica's value of a result (a plain array: itself)."""
+    return [np.asarray(v) for v in strategy.experimental_local_results(value)]
+
+
+def _raises_everywhere(strategy: Any, call: Any, text: str, want: np.ndarray) -> None:
+    """``call`` raises on every worker when they disagree; alone (world size 1), where nothing
+    can disagree, it returns ``want`` on every local replica (a serial numpy reference)."""
     _, size = _rank_size()
     if size == 1:
-        call()  # nothing to disagree with
+        got = call()
+        got = got[0] if isinstance(got, list) else got
+        for local in _locals(strategy, got):
+            np.testing.assert_array_equal(local, want)
+            assert local.dtype == want.dtype
         return
     with pytest.raises(errors.InvalidArgumentError) as info:
         call()
@@ -56,11 +67,15 @@ def _raises_everywhere(strategy: Any, call: Any, text: str) -> None:
 
 
 def test_sum_on_one_worker_and_mean_on_another(strategy: Any) -> None:
+    n = strategy.num_replicas_in_sync
     value = strategy.run(lambda: np.ones(4, np.float32))
-    strategy.reduce("mean", value, axis=None)
+    np.testing.assert_array_equal(strategy.reduce("mean", value, axis=None), np.ones(4))
     op = "mean" if _odd() else "sum"
     _raises_everywhere(
-        strategy, lambda: strategy.reduce(op, value, axis=None), "Strategy.reduce on rank"
+        strategy,
+        lambda: strategy.reduce(op, value, axis=None),
+        "Strategy.reduce on rank",
+        np.full(4, n, np.float32),
     )
 
 
@@ -68,15 +83,23 @@ def test_another_axis_on_one_worker(strategy: Any) -> None:
     # (4,) with axis=None and (4, 1) with axis=1 both reduce a (4,) array across workers.
     shape, axis = ((4,), None) if _odd() else ((4, 1), 1)
     value = strategy.run(lambda: np.ones(shape, np.float32))
-    _raises_everywhere(strategy, lambda: strategy.reduce("sum", value, axis=axis), "axis")
+    want = np.full(4, strategy.num_replicas_in_sync, np.float32)  # alone: (4, 1) over axis 1
+    _raises_everywhere(strategy, lambda: strategy.reduce("sum", value, axis=axis), "axis", want)
 
 
 def test_different_shapes_after_hundreds_of_reduces(strategy: Any) -> None:
     value = strategy.run(lambda: np.ones(6, np.float32))
+    n = strategy.num_replicas_in_sync
     for _ in range(200):
-        strategy.reduce("sum", value, axis=None)
+        out = strategy.reduce("sum", value, axis=None)
+    np.testing.assert_array_equal(out, np.full(6, n, np.float32))
     odd_value = strategy.run(lambda: np.ones(5 if _odd() else 6, np.float32))
-    _raises_everywhere(strategy, lambda: strategy.reduce("sum", odd_value, axis=None), "shape")
+    _raises_everywhere(
+        strategy,
+        lambda: strategy.reduce("sum", odd_value, axis=None),
+        "shape",
+        np.full(6, n, np.float32),
+    )
 
 
 def test_a_mirrored_mean_on_one_worker_and_a_per_replica_value_on_another(strategy: Any) -> None:
@@ -91,6 +114,7 @@ def test_a_mirrored_mean_on_one_worker_and_a_per_replica_value_on_another(strate
         strategy,
         lambda: strategy.extended.reduce_to("mean", value, value),
         "MEAN of a Mirrored value",
+        np.ones(2, np.float32),
     )
 
 
@@ -98,8 +122,12 @@ def test_an_empty_batch_on_one_worker(strategy: Any) -> None:
     value = strategy.run(lambda: np.ones(2, np.float32))
     pairs = [] if _odd() else [(value, value)]
     assert strategy.extended.batch_reduce_to("sum", []) == []  # everywhere: agreed, empty
+    # the batch's structure ([] against [.]) is compared before its layout
     _raises_everywhere(
-        strategy, lambda: strategy.extended.batch_reduce_to("sum", pairs), "collective"
+        strategy,
+        lambda: strategy.extended.batch_reduce_to("sum", pairs),
+        "structure",
+        np.full(2, strategy.num_replicas_in_sync, np.float32),
     )
 
 
@@ -113,10 +141,20 @@ def test_dense_and_sparse_values_in_another_order(strategy: Any) -> None:
         assert ctx is not None
         return ctx.all_reduce("sum", values)
 
-    if _rank_size()[1] == 1:
+    if _rank_size()[1] == 1:  # alone: both values summed over the local replicas
+        dense, sparse = strategy.run(step)
+        n = strategy.num_replicas_in_sync
+        for local in _locals(strategy, dense):
+            np.testing.assert_array_equal(local, np.full((1, 2), n, np.float32))
+        for local in strategy.experimental_local_results(sparse):
+            assert isinstance(local, IndexedSlices)
+            np.testing.assert_array_equal(np.asarray(local.values), np.ones((n, 2), np.float32))
+            np.testing.assert_array_equal(np.asarray(local.indices), np.zeros(n))
         return
-    with pytest.raises(errors.InvalidArgumentError, match="value kind"):
+    with pytest.raises(errors.InvalidArgumentError) as info:
         strategy.run(step)
+    for text in ("structure", "(IndexedSlices, .)", "(., IndexedSlices)"):
+        assert text in str(info.value), str(info.value)
     _still_works(strategy)
 
 

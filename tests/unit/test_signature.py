@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from mwms_mpi.collective.agreement import check_mode
 from mwms_mpi.collective.signature import (
     ANY,
     Layout,
@@ -77,15 +80,15 @@ def test_message_for_kind_op_count_dtype_and_extra() -> None:
 
 def test_message_names_what_the_user_called() -> None:
     layout = Layout("all_reduce", "SUM", (("float32", (4,)),))
-    mine = Signature(3, layout, ("Strategy.reduce", "SUM", "", ""), "")
-    theirs = mine._replace(context=("Strategy.reduce", "MEAN", "", ""))
+    mine = Signature(3, layout, ("Strategy.reduce", "SUM", "", "", "", ""), "")
+    theirs = mine._replace(context=("Strategy.reduce", "MEAN", "", "", "", ""))
     text = mismatch_message("Strategy.reduce", 0, [mine, theirs], "s")
     assert text.startswith("Strategy.reduce on rank 0: op SUM != MEAN on rank 1 (call 3 ")
     assert "Strategy.reduce(SUM) -> all_reduce SUM [(4,) float32]" in text
     axis = mismatch_message(
         "Strategy.reduce",
         1,
-        [mine, mine._replace(context=("Strategy.reduce", "SUM", "0", ""))],
+        [mine, mine._replace(context=("Strategy.reduce", "SUM", "0", "", "", ""))],
         "s",
     )
     assert "axis 0 != (none) on rank 0" in axis
@@ -116,3 +119,75 @@ def test_message_names_host_and_device_arrays() -> None:
     staged = host._replace(extra=(("arrays", "cupy"), ("transport", "staging")))
     assert "transport staging != nccl" in mismatch_message("x", 0, _calls(staged, device), "c")
     assert digest(host) != digest(device) != digest(staged)
+
+
+def _context(api: str, structure: str = "", site: str = "", op: str = "SUM") -> tuple[str, ...]:
+    return (api, op, "", "", structure, site)
+
+
+def test_message_names_both_structures() -> None:
+    layout = Layout("batch_all_reduce", "SUM", (("float32", (3,)), ("float32", (3,))))
+    mine = Signature(2, layout, _context("ReplicaContext.all_reduce", "{'a': ., 'b': .}"), "")
+    theirs = mine._replace(context=_context("ReplicaContext.all_reduce", "{'a': ., 'c': .}"))
+    text = mismatch_message("ReplicaContext.all_reduce", 1, [mine, theirs], "s")
+    assert text.startswith(
+        "ReplicaContext.all_reduce on rank 1: structure {'a': ., 'c': .} != {'a': ., 'b': .} "
+        "on rank 0 (call 2 "
+    )
+    assert "ReplicaContext.all_reduce(SUM, structure={'a': ., 'b': .}) -> batch_all_reduce" in text
+    one = mine._replace(context=_context("Strategy.reduce", ""))
+    sparse = mine._replace(context=_context("Strategy.reduce", "IndexedSlices"))
+    text = mismatch_message("Strategy.reduce", 0, [one, sparse], "s")
+    assert "structure (a single dense value) != IndexedSlices on rank 1" in text
+
+
+def test_long_structures_are_cut_around_their_first_difference() -> None:
+    layout = Layout("batch_all_reduce", "SUM", (("float32", (3,)),))
+    many = "[" + ", ".join(["."] * 300)
+    mine = Signature(1, layout, _context("X", many + ", .]"), "")
+    theirs = mine._replace(context=_context("X", many + ", IndexedSlices]"))
+    text = mismatch_message("X", 0, [mine, theirs], "s")
+    head = text.split(" (call 1 ")[0]
+    mine_text, theirs_text = head.split(": structure ", 1)[1].split(" != ")
+    assert mine_text.startswith("...") and mine_text.endswith(", ., .]")
+    assert theirs_text.startswith("...") and theirs_text.endswith(", ., IndexedSlices] on rank 1")
+    assert len(head) < 600  # the listing is cut too
+    assert len(text) < 1200
+
+
+def test_message_names_each_ranks_api_in_rank_order() -> None:
+    layout = Layout("all_reduce", "SUM", (("float32", ()),))
+    read = Signature(4, layout, _context("SyncOnRead read of `accuracy`"), "")
+    reduce = read._replace(context=_context("Strategy.reduce"))
+    want = "ranks called different APIs: SyncOnRead read of `accuracy` on rank 0, "
+    for rank in (0, 1):
+        text = mismatch_message("x", rank, [read, reduce], "s")
+        assert want + "Strategy.reduce on rank 1 (call 4 " in text, text
+    text = mismatch_message("x", 2, [read, read, reduce], "s")
+    assert want + "Strategy.reduce on rank 2" in text
+    assert "SyncOnRead read of `accuracy` (SUM) -> all_reduce SUM [() float32]" in text
+
+
+def test_message_names_both_call_sites() -> None:
+    layout = Layout("all_reduce", "SUM", (("float32", (2,)),))
+    mine = Signature(1, layout, _context("Strategy.reduce", site="train.py:10"), "")
+    theirs = mine._replace(context=_context("Strategy.reduce", site="train.py:12"))
+    text = mismatch_message("Strategy.reduce", 0, [mine, theirs], "s")
+    assert "call site train.py:10 != train.py:12 on rank 1" in text
+    assert "Strategy.reduce(SUM, at train.py:10)" in text
+    bare = Signature(1, layout, ("", "", "", "", "", "a.py:3"), "")
+    text = mismatch_message(
+        "all_reduce", 0, [bare, bare._replace(context=("", "", "", "", "", "a.py:4"))], "s"
+    )
+    assert "call site a.py:3 != a.py:4 on rank 1" in text
+
+
+def test_check_modes() -> None:
+    assert check_mode({}) == "always"
+    assert check_mode({"MWMS_MPI_CHECK": " CallSite "}) == "callsite"
+    assert check_mode({"MWMS_MPI_CHECK": "first"}) == "first"
+    with pytest.raises(
+        ValueError,
+        match="Environment variable MWMS_MPI_CHECK='sites' is not one of always, first, callsite",
+    ):
+        check_mode({"MWMS_MPI_CHECK": "sites"})
