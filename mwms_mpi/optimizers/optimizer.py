@@ -5,6 +5,12 @@
 ``extended.batch_reduce_to`` (packed collectives), then ``extended.update`` applies the same
 update to every copy of each variable, so mirrored variables stay bitwise equal. Slot variables
 (momentum, moments) are made in the strategy's scope on first use, so they are mirrored too.
+
+Checkpoints: the step counter and the slots are saved as ``iterations`` and ``slots/<i>`` (in
+creation order, as Keras saves ``_variables/<i>``). A checkpoint restored before they exist
+(the usual order: build the model, restore, train) keeps their values, and the optimizer hands
+its new variables over as soon as it has made them, before any of them is used
+(restore-on-create, as TF's deferred restoration), so a resumed run continues exactly.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import numpy as np
 
 from mwms_mpi._arrays import array_module, as_dtype
 from mwms_mpi.distribute import context
+from mwms_mpi.train import _deferred
 from mwms_mpi.types import ReduceOp, VariableAggregation
 from mwms_mpi.values import IndexedSlices
 from mwms_mpi.values.indexed_slices import to_dense
@@ -61,7 +68,8 @@ class Optimizer:
     def _trackable_children(self) -> dict[str, Any]:
         """What ``mwms_mpi.train.Checkpoint`` saves: the step counter and the slots, in order.
 
-        Empty until the optimizer is built: build it before restoring into it.
+        Empty until the optimizer is built; a restore before that keeps their values and
+        assigns them when they are made (restore-on-create).
         """
         if self._iterations is None:
             return {}
@@ -70,8 +78,8 @@ class Optimizer:
     def build(self, var_list: Sequence[Any]) -> None:
         """Makes the step counter and the slots of ``var_list`` now, as Keras's ``build`` does.
 
-        Call it (in cross-replica context) before restoring a checkpoint into the optimizer;
-        otherwise they are made by the first ``apply_gradients``.
+        Optional: otherwise they are made by the first ``apply_gradients``. A checkpoint
+        restored before either gives them their saved values when they are made.
         """
         self._build(context.get_strategy(), list(var_list))
 
@@ -93,6 +101,12 @@ class Optimizer:
 
     def _distributed_apply(self, strategy: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
         variables = [v for _, v in pairs]
+        for var in variables:
+            owner = getattr(var, "distribute_strategy", None)
+            if getattr(var, "_is_distributed_variable", False) and owner is not strategy:
+                # TF 2.21 + Keras 3 raise this; updating under another strategy (the default
+                # one, outside the scope) changed only the first replica's copy.
+                raise RuntimeError(f'Need to be inside "with strategy.scope()" for {owner!r}')
         self._build(strategy, variables)
         reduced = strategy.extended.batch_reduce_to(ReduceOp.SUM, list(pairs))
         step = int(np.asarray(self._iterations.numpy())) + 1
@@ -137,6 +151,9 @@ class Optimizer:
                         for slot in self._slot_names
                     ]
                 self._built.append(var)
+        # Restore-on-create: a restore that found no step counter or slots here kept their
+        # values; they are assigned now, before anything reads them.
+        _deferred.notify(self)
 
     def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
         """Updates one copy of ``var`` (and its slots' copies) with the summed ``grad``."""

@@ -24,7 +24,13 @@ For the same reason every byte of the index and the data file is untrusted: what
 (JSON nested too deep for the parser, numbers too large for an integer, a zip member with a
 compression method or ``.npy`` header this format never writes, a FIFO in place of a file),
 restoring raises ``DataLossError`` naming the file, and never allocates more than the data file
-holds (each member's ``.npy`` header is checked against the index and the member's size first).
+holds (each member's extent, zip64 sizes included, is checked against the file's size, and its
+``.npy`` header against the index and the member's size, first).
+
+What is written must read back as it was: a dtype whose name or ``.npy`` header does not parse
+back to itself (str, bytes, structured, object, extension dtypes) is refused before anything is
+written (``check_savable_dtype``), and a prefix whose files would land outside the checkpoint
+directory is refused too (``check_inside``).
 """
 
 from __future__ import annotations
@@ -100,6 +106,66 @@ def sweep(directory: str, patterns: Iterable[str], keep: str | None = None) -> N
             if os.path.normpath(name) != kept:
                 with contextlib.suppress(OSError):  # gone already, or a directory: leave it
                     os.unlink(name)
+
+
+def _restorable(dtype: np.dtype) -> bool:
+    """Whether a ``.npy`` member of ``dtype``, recorded by name in the index, reads back as it.
+
+    The index records ``dtype.name``; str, bytes, structured, object and extension dtypes
+    (``bfloat16`` without its registry, say) have names that do not parse back, or ``.npy``
+    headers that read back as another dtype.
+    """
+    if dtype.kind in "OUSV" or dtype.hasobject:
+        return False
+    try:
+        by_name = np.dtype(dtype.name)
+        by_header = np.lib.format.descr_to_dtype(np.lib.format.dtype_to_descr(dtype))
+    except (TypeError, ValueError):
+        return False
+    native = dtype.newbyteorder("=")
+    return bool(by_name == native and by_header.newbyteorder("=") == native)
+
+
+def check_savable_dtype(key: str, dtype: object) -> None:
+    """Refuses (``ValueError``) to save a value whose dtype would not restore bit for bit.
+
+    ``dtype`` is anything ``np.dtype`` takes; ``None`` (a duck-typed variable without one, or
+    one numpy does not know) is checked later, on the value read.
+    """
+    try:
+        resolved = None if dtype is None else np.dtype(dtype)  # type: ignore[call-overload]
+    except TypeError:
+        return
+    if resolved is None or _restorable(resolved):
+        return
+    raise ValueError(
+        f"Cannot checkpoint {key}: its dtype {resolved} ({resolved.str}) cannot be restored "
+        "bit for bit from this format (str, bytes, structured, object and extension dtypes "
+        "are refused). Nothing was written. Save numeric, bool, complex, datetime64 or "
+        "timedelta64 values (encode text as integer codes, for example)."
+    )
+
+
+def check_inside(prefix: str, root: str) -> None:
+    """Refuses (``ValueError``) a checkpoint prefix whose files would not be inside ``root``.
+
+    The prefix's directory, normalised and with symlinks resolved, must be ``root`` or below
+    it, and its last component a file name, so no file written for it (data, index, their
+    temporary files, a worker's ``workertemp_<id>`` beside it) lands outside ``root``. TF
+    itself writes wherever ``..`` leads; here nothing is written or deleted there.
+    """
+    base = os.path.basename(prefix)
+    directory = os.path.dirname(prefix) or "."
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(directory)
+    inside = real == real_root or os.path.commonpath([real, real_root]) == real_root
+    if not inside or base in ("", ".", ".."):
+        raise ValueError(
+            f"Refusing to write checkpoint {prefix!r}: it resolves to "
+            f"{os.path.join(real, base)!r}, which is not inside the checkpoint directory "
+            f"{root!r} ({real_root}). Name checkpoints inside their directory ('sub/ckpt' "
+            "is fine); nothing was written."
+        )
 
 
 # -- atomic files -------------------------------------------------------------------------------
@@ -262,12 +328,15 @@ def _read_member(
     key: str,
     shape: tuple[int, ...],
     dtype: np.dtype,
+    data_bytes: int,
 ) -> np.ndarray:
     """Reads ``key``'s member ``info``, checked against the index's ``shape`` and ``dtype``.
 
-    The member must be stored as this format writes it (uncompressed, not encrypted) and its
-    ``.npy`` header must match the index and fit in the member before any array is allocated,
-    so a crafted header cannot make restoring allocate more than the file holds.
+    The member must be stored as this format writes it (uncompressed, not encrypted), lie
+    within the ``data_bytes`` of the data file (zip64 sizes are 8-byte fields anyone can
+    forge), and its ``.npy`` header must match the index and fit in the member before any
+    array is allocated, so crafted sizes cannot make restoring allocate more than the file
+    holds.
     """
     if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
         raise ValueError(
@@ -276,6 +345,11 @@ def _read_member(
         )
     if info.file_size != info.compress_size:
         raise ValueError(f"{key!r} is stored uncompressed but its sizes differ")
+    if info.header_offset + info.compress_size > data_bytes:
+        raise ValueError(
+            f"{key!r} claims {info.compress_size} bytes at offset {info.header_offset}, past "
+            f"the end of the {data_bytes}-byte data file"
+        )
     with archive.open(info) as member:
         declared = _npy_header(member, key)
     if declared != (shape, dtype):
@@ -362,7 +436,9 @@ def read_checkpoint(prefix: str) -> CheckpointData:
                         raise ValueError(
                             f"CRC-32 of {key!r} is {info.CRC}, the index says {crcs[key]}"
                         )
-                    result.arrays[key] = _read_member(archive, info, key, shapes[key], dtypes[key])
+                    result.arrays[key] = _read_member(
+                        archive, info, key, shapes[key], dtypes[key], size
+                    )
         except _DATA_ERRORS as exc:
             raise _data_loss(prefix, f"its data file {data_path} is corrupt ({exc})") from exc
     return result

@@ -67,11 +67,15 @@ def _quote(text: str) -> str:
 
 
 def _relative(path: str, directory: str) -> str:
-    if os.path.dirname(path) == directory or (
-        os.path.isabs(path) and os.path.dirname(path) == os.path.abspath(directory)
-    ):
-        return os.path.basename(path)
-    return path
+    """``path`` relative to ``directory`` when it is below it (``sub/ckpt-1`` too), as TF's
+    ``save_relative_paths``; else as given."""
+    directory = directory or os.curdir
+    if os.path.isabs(path) != os.path.isabs(directory):
+        path, directory = os.path.abspath(path), os.path.abspath(directory)
+    relative = os.path.relpath(path, directory)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return path
+    return relative
 
 
 def write_state(directory: str, state: CheckpointState, latest_filename: str | None = None) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+
+from mwms_mpi.train._restore import Restoration
+from mwms_mpi.train._walk import pretty
 
 # -- load statuses -------------------------------------------------------------------------------
 
@@ -12,75 +16,119 @@ import numpy as np
 class CheckpointLoadStatus:
     """Checks the status of checkpoint loading (what ``Checkpoint.restore`` returns).
 
-    Every value is restored when ``restore`` returns (there is no deferred restoration), so the
-    checks below only report what matched.
+    As in TF, the checks look at the objects as they are when called: values kept for objects
+    not created yet (restore-on-create) count as consumed once those objects exist.
+
+    Args:
+      restoration: the restore's values and which of them were assigned.
+      current: returns ``(key, leaf)`` for every variable or array under the checkpoint now.
     """
 
-    def __init__(self, path: str, unused_keys: list[str], unmatched: list[str]) -> None:
-        self._path = path
-        self._unused_keys = unused_keys
-        self._unmatched = unmatched
+    def __init__(
+        self, restoration: Restoration, current: Callable[[], Iterable[tuple[str, Any]]]
+    ) -> None:
+        self._restoration = restoration
+        self._current = current
 
     def assert_consumed(self) -> CheckpointLoadStatus:
         """Asserts that all objects in the checkpoint have been created/matched.
 
         Raises:
-          AssertionError: if a value in the checkpoint matched no object, or an object matched
-            no value in the checkpoint.
+          AssertionError: if an object matched no value in the checkpoint, or a value in the
+            checkpoint has no object (yet).
         """
-        if self._unused_keys:
+        self.assert_existing_objects_matched()
+        unused = self._restoration.unused()
+        if unused:
+            arrays = self._restoration.arrays
             raise AssertionError(
-                f"Unresolved object in checkpoint {self._path}: {', '.join(self._unused_keys)}"
+                "\n".join(
+                    f"Unresolved object in checkpoint {pretty(key)}: {key} "
+                    f"({arrays[key].dtype}{list(arrays[key].shape)} in {self._restoration.path})"
+                    for key in unused
+                )
             )
-        return self.assert_existing_objects_matched()
+        return self
 
     def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
         """Asserts that trackable Python objects have been matched.
 
+        Values of objects not created yet do not count: build them, then ``assert_consumed``.
+
         Raises:
-          AssertionError: if an object matched no value in the checkpoint.
+          AssertionError: if an existing object matched no value in the checkpoint.
         """
-        if self._unmatched:
+        matched = self._restoration.matched
+        unmatched = [(key, leaf) for key, leaf in self._current() if key not in matched]
+        if unmatched:
+            shown = unmatched[:10]
             raise AssertionError(
-                f"Found {len(self._unmatched)} Python objects that were not bound to "
-                "checkpointed values, likely due to changes in the Python program. Showing "
-                f"{len(self._unmatched)} of {len(self._unmatched)} unmatched objects: "
-                f"{self._unmatched}"
+                f"Found {len(unmatched)} Python objects that were not bound to checkpointed "
+                "values, likely due to changes in the Python program. Showing "
+                f"{len(shown)} of {len(unmatched)} unmatched objects: "
+                f"{[f'{pretty(key)}: {_describe(leaf)}' for key, leaf in shown]}"
             )
         return self
 
     def assert_nontrivial_match(self) -> CheckpointLoadStatus:
-        """Raises an exception if only the root object matched."""
+        """Raises an exception if only the root object matched.
+
+        Raises:
+          AssertionError: if no value (``save_counter`` included, as in TF) found its object.
+        """
+        if not self._restoration.matched:
+            unmatched = [pretty(key) for key, _ in self._current() if key != "save_counter"]
+            if unmatched:
+                raise AssertionError(
+                    "Nothing except the root object matched a checkpointed value. Typically "
+                    "this means that the checkpoint does not match the Python program. The "
+                    f"following objects have no matching checkpointed value: {unmatched}"
+                )
+            raise AssertionError("Nothing to load. No dependencies have been added to the root.")
         return self
 
     def expect_partial(self) -> CheckpointLoadStatus:
         """Silence warnings about incomplete checkpoint restores."""
+        self._restoration.expect_partial()
         return self
 
     def initialize_or_restore(self, session: Any = None) -> None:
-        """Nothing to run: values were restored eagerly."""
+        """Nothing to run: values are restored eagerly (or when their object is created)."""
 
     def run_restore_ops(self, session: Any = None) -> None:
-        """Nothing to run: values were restored eagerly."""
+        """Nothing to run: values are restored eagerly (or when their object is created)."""
 
 
-class InitializationOnlyStatus(CheckpointLoadStatus):
+def _describe(leaf: Any) -> str:
+    if isinstance(leaf, np.ndarray):
+        return f"ndarray {leaf.dtype}{list(leaf.shape)}"
+    return repr(leaf)
+
+
+class InitializationOnlyStatus:
     """What ``restore(None)`` returns: nothing is restored, every assertion fails."""
 
-    def __init__(self) -> None:
-        super().__init__("", [], [])
-
-    def assert_consumed(self) -> CheckpointLoadStatus:
+    def assert_consumed(self) -> InitializationOnlyStatus:
         """Raises AssertionError: nothing is being restored."""
         raise AssertionError("No checkpoint specified (save_path=None); nothing is being restored.")
 
-    def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
+    def assert_existing_objects_matched(self) -> InitializationOnlyStatus:
         """Raises AssertionError: nothing is being restored."""
         return self.assert_consumed()
 
-    def assert_nontrivial_match(self) -> CheckpointLoadStatus:
+    def assert_nontrivial_match(self) -> InitializationOnlyStatus:
         """Raises AssertionError: nothing is being restored."""
         return self.assert_consumed()
+
+    def expect_partial(self) -> InitializationOnlyStatus:
+        """Nothing to silence."""
+        return self
+
+    def initialize_or_restore(self, session: Any = None) -> None:
+        """Nothing to run: variables keep their initial values."""
+
+    def run_restore_ops(self, session: Any = None) -> None:
+        """Nothing to run."""
 
 
 # -- the save counter ----------------------------------------------------------------------------

@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import stat
-from typing import Any
 
 from mwms_mpi import errors
 from mwms_mpi.train._format import is_inside
@@ -33,16 +32,14 @@ _OP = "checkpoint"
 _LOG = logging.getLogger(__name__)
 
 
-def worker_temp_dir(directory: str, strategy: Any) -> str:
+def worker_temp_dir(directory: str, task_id: int | None) -> str:
     """TF's ``write_dirpath`` for a non-chief worker: ``<directory>/workertemp_<task_id>``.
 
-    The task id is the public ``strategy.cluster_resolver.task_id``; a strategy without one
-    (no resolver) writes to a directory named after the process.
+    ``task_id`` is the public ``strategy.cluster_resolver.task_id`` (or the launch rank outside
+    a strategy); without one (no resolver) the directory is named after the process.
     """
-    task_id = getattr(strategy.cluster_resolver, "task_id", None)
-    if task_id is None:
-        task_id = f"pid{os.getpid()}"
-    return os.path.join(directory, f"{_PREFIX}{task_id}")
+    name = f"pid{os.getpid()}" if task_id is None else str(task_id)
+    return os.path.join(directory, f"{_PREFIX}{name}")
 
 
 def _unsafe(directory: str, temp_dir: str) -> str | None:
@@ -112,23 +109,15 @@ def remove_worker_temp_dir(directory: str, temp_dir: str) -> None:
         _LOG.warning("Could not remove %s after a checkpoint write: %s", temp_dir, exc)
 
 
-def _live_task_ids(strategy: Any) -> set[int]:
-    """The task ids of every task in the strategy's cluster (any job): their dirs may be in use."""
-    resolver = strategy.cluster_resolver
-    if resolver is None:
-        return set()
-    spec = resolver.cluster_spec()
-    return {int(i) for job in spec.jobs for i in spec.task_indices(job)}
-
-
-def sweep_stale_worker_dirs(directory: str, strategy: Any) -> None:
+def sweep_stale_worker_dirs(directory: str, live_ids: frozenset[int] | None) -> None:
     """Removes ``workertemp_<n>`` directories in ``directory`` that no current task writes to.
 
-    Only the chief calls this, after the workers agreed that a save succeeded. ``rmtree`` does
-    not follow symlinks (a symlinked ``workertemp_<n>`` is left alone), so nothing outside
-    ``directory`` is touched.
+    Only the chief calls this, after a save succeeded; ``live_ids`` are the task ids of the
+    current cluster (``None``: unknown, nothing is removed). ``rmtree`` does not follow symlinks
+    (a symlinked ``workertemp_<n>`` is left alone), so nothing outside ``directory`` is touched.
     """
-    live = _live_task_ids(strategy)
+    if live_ids is None:
+        return
     try:
         names = os.listdir(directory)
     except OSError:
@@ -136,5 +125,5 @@ def sweep_stale_worker_dirs(directory: str, strategy: Any) -> None:
     for name in sorted(names):
         match = re.fullmatch(_PREFIX + r"(\d+)", name)
         path = os.path.join(directory, name)
-        if match and int(match[1]) not in live and not os.path.islink(path):
+        if match and int(match[1]) not in live_ids and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)

@@ -64,7 +64,9 @@ class CheckpointManager:
         checkpoints are the most recent.
       max_to_keep: an integer, the number of checkpoints to keep; ``None`` keeps all.
       keep_checkpoint_every_n_hours: upon removal, keep one checkpoint every N hours.
-      checkpoint_name: custom name for the checkpoint file (default ``ckpt``).
+      checkpoint_name: custom name for the checkpoint file (default ``ckpt``); it may name a
+        subdirectory (``sub/ckpt``) but must stay inside ``directory`` once normalised and
+        with symlinks resolved (TF also accepts ``../elsewhere/ckpt``; this refuses it).
       step_counter: a scalar variable (or integer) holding the current step; required with
         ``checkpoint_interval``.
       checkpoint_interval: an integer, the minimum step interval between two checkpoints.
@@ -72,8 +74,9 @@ class CheckpointManager:
       last_checkpoint_step: the step of the last checkpoint, if known.
 
     Raises:
-      ValueError: if ``max_to_keep`` is not ``None`` or a positive integer, or
-        ``checkpoint_interval`` is given without ``step_counter``.
+      ValueError: if ``max_to_keep`` is not ``None`` or a positive integer,
+        ``checkpoint_interval`` is given without ``step_counter``, or ``checkpoint_name``
+        leads outside ``directory``.
     """
 
     def __init__(
@@ -105,6 +108,10 @@ class CheckpointManager:
         self._max_to_keep = max_to_keep
         self._keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
         self._checkpoint_prefix = os.path.join(self._directory, checkpoint_name)
+        # TF writes wherever `checkpoint_name` leads ("../other/ckpt" replaces another
+        # directory's files); here it must stay inside `directory`, checked before anything
+        # is written (and again at each save, for symlinks made later).
+        _format.check_inside(f"{self._checkpoint_prefix}-0", self._directory)
         self._step_counter = step_counter
         self._checkpoint_interval = checkpoint_interval
         self._init_fn = init_fn
@@ -204,7 +211,9 @@ class CheckpointManager:
             for old in deleted:
                 _format.remove_checkpoint(old, self._directory)
 
-        path = self._checkpoint._write(prefix, commit=commit)
+        path = self._checkpoint._write(
+            prefix, "CheckpointManager.save", commit=commit, root=self._directory
+        )
         self._maybe_delete = maybe_delete
         self._last_preserved_timestamp = preserved
         self._latest_checkpoint = path

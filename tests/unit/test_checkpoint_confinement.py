@@ -499,3 +499,43 @@ def test_a_fifo_in_place_of_a_file_is_data_loss_not_a_hang(tmp_path: Path, which
     with pytest.raises(errors.DataLossError, match="not a regular file") as info:
         _restore(prefix)
     assert str(path) in str(info.value)
+
+
+def test_a_forged_zip64_member_size_is_data_loss_not_memory_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23, item 11: a member whose zip64 sizes claim 8 TB, matching an index and a
+    ``.npy`` header that declare an 8 TB array, made restoring raise ``MemoryError``."""
+    prefix = _save_one(tmp_path)
+    header = io.BytesIO()
+    declared = {"descr": "<f8", "fortran_order": False, "shape": (2**40,)}
+    np.lib.format.write_array_header_1_0(header, declared)
+    members = {"v.npy": header.getvalue() + bytes(24), "save_counter.npy": _npy(np.int64(1))}
+    forged = 2**43  # bytes: exactly what 2**40 float64 values need
+
+    def zip64_sizes(raw: bytes) -> bytes:
+        """Sets the sizes in v.npy's central-directory zip64 extra field to ``forged``."""
+        out = bytearray(raw)
+        entry = out.find(b"PK\x01\x02")
+        while entry >= 0:
+            name_length, extra_length = struct.unpack_from("<HH", out, entry + 28)
+            name = bytes(out[entry + 46 : entry + 46 + name_length])
+            extra = entry + 46 + name_length
+            if name == b"v.npy":
+                tag, size = struct.unpack_from("<HH", out, extra)
+                assert (tag, extra_length) == (1, size + 4)  # one zip64 field: the sizes
+                struct.pack_into("<QQ", out, extra + 4, forged, forged)
+            entry = out.find(b"PK\x01\x02", entry + 4)
+        return bytes(out)
+
+    # zipfile writes zip64 sizes in the central directory only above ZIP64_LIMIT
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 1)
+    data = _replace_data(prefix, members, zip64_sizes)
+    monkeypatch.undo()
+    _edit_index(prefix, shapes={"v": [2**40], "save_counter": []})
+    with zipfile.ZipFile(data) as archive:
+        assert archive.getinfo("v.npy").file_size == forged  # the forgery reads back
+    with pytest.raises(errors.DataLossError, match="is corrupt") as info:
+        _restore(prefix)
+    assert "v.npy" in str(info.value) or "'v'" in str(info.value)
+    assert str(data) in str(info.value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -75,3 +76,21 @@ def test_mirrored_slots_round_trip_with_two_replicas(tmp_path: Path) -> None:
     run_steps(var2, opt2, grads[2:])
     for got, want in zip(var2.values, straight.values, strict=True):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("make", [lambda: optimizers.SGD(0.1, momentum=0.9), optimizers.Adam])
+def test_apply_outside_the_scope_of_mirrored_variables_raises_as_tf_does(make: Any) -> None:
+    """Found with issue 23: outside the strategy's scope only the first replica's copy was
+    updated, silently. TF 2.21 + Keras 3 (``apply_outside_scope.py``: a ``MirroredStrategy`` of
+    two CPUs, the variable and Adam made in its scope, ``apply_gradients`` outside) raise
+    ``RuntimeError: Need to be inside "with strategy.scope()" for <...MirroredStrategy ...>``."""
+    strategy = mwms_mpi.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        var, opt = mwms_mpi.Variable(np.arange(3, dtype=np.float32)), make()
+    with pytest.raises(RuntimeError, match=r'Need to be inside "with strategy.scope\(\)" for'):
+        opt.apply_gradients([(np.ones(3, np.float32), var)])
+    assert [v.numpy().tolist() for v in var.values] == [[0.0, 1.0, 2.0]] * 2
+    with strategy.scope():
+        opt.apply_gradients([(np.ones(3, np.float32), var)])
+    first, second = (v.numpy() for v in var.values)
+    assert first.tobytes() == second.tobytes() and first.tolist() != [0.0, 1.0, 2.0]

@@ -1,0 +1,245 @@
+"""Restoring saved values into objects, as TF's restore does: checked, never cast, and deferred.
+
+A :class:`Restoration` is one ``restore``/``read`` (TF's ``_CheckpointRestoreCoordinator``): the
+saved values by key and which of them found their object. :func:`restore_into` checks every
+value against its object (shape, and the exact dtype: TF's ``RestoreV2`` refuses any other with
+``InvalidArgumentError``, and so does this, never casting), then assigns them all, so a value
+that does not fit changes nothing.
+
+Values whose object does not exist yet are kept (TF's deferred restoration) by the nearest
+existing parent, in ``_deferred``'s registry, and assigned when the object is created: an
+optimizer's slots and ``iterations`` made by its first step, a lazily built layer's variables,
+a ``Checkpoint`` attribute set after ``restore``. A value is assigned at most once per restore,
+so an object that already got its value (and trained since) is never set back.
+
+A distributed variable is restored as TF's restore ops do, in any context: every component gets
+the value; a ``SyncOnRead`` variable with ``SUM`` aggregation gets ``value / num_replicas_in_sync``
+cast back to its dtype (TF's ``truediv`` dtypes), so the sum it reads stays the saved one.
+
+When a restoration is garbage collected with values no object took, and ``expect_partial`` was
+not called, each is logged as TF logs it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import logging
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import _arrays, errors
+from mwms_mpi.train import _deferred
+from mwms_mpi.train._walk import children, nodes, pretty
+from mwms_mpi.types import VariableAggregation, VariableSynchronization
+from mwms_mpi.values.convert import truediv
+
+_LOG = logging.getLogger(__name__)
+_sequence = itertools.count(1)
+# TF's names of dtypes, for its RestoreV2 message
+_TF_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
+
+
+@dataclass
+class _Progress:
+    """What the finalizer of a restoration needs (it must not hold the restoration)."""
+
+    path: str
+    keys: list[str]
+    matched: set[str] = field(default_factory=set)
+    partial: bool = False
+
+    def unused(self) -> list[str]:
+        return [key for key in self.keys if key not in self.matched]
+
+
+def _warn_unused(progress: _Progress) -> None:
+    """TF's ``_CheckpointRestoreCoordinatorDeleter.__del__``: log the values no object took."""
+    unused = [] if progress.partial else progress.unused()
+    if not unused:
+        return
+    _LOG.warning(
+        "Detecting that an object or model or mwms_mpi.train.Checkpoint is being deleted with "
+        "unrestored values (from %s). See the following logs for the specific values in "
+        "question. To silence these warnings, use `status.expect_partial()`.",
+        progress.path,
+    )
+    for key in unused:
+        _LOG.warning(
+            "Value in checkpoint could not be found in the restored object: %s", pretty(key)
+        )
+
+
+class Restoration:
+    """The values of one restore, and which of them were assigned to an object so far."""
+
+    def __init__(self, path: str, arrays: Mapping[str, np.ndarray]) -> None:
+        self.path = path
+        self.arrays = dict(arrays)  # the values not assigned yet
+        self.sequence = next(_sequence)
+        self.progress = _Progress(path, list(self.arrays))
+        weakref.finalize(self, _warn_unused, self.progress)
+
+    @property
+    def matched(self) -> set[str]:
+        """The keys whose value was assigned to an object."""
+        return self.progress.matched
+
+    def unused(self) -> list[str]:
+        """The keys whose value no object took (yet), in saved order."""
+        return self.progress.unused()
+
+    def expect_partial(self) -> None:
+        """No warnings about unused values when this restoration is dropped."""
+        self.progress.partial = True
+
+    def waiting_parents(self) -> set[str]:
+        """The keys of the objects that unused values would be children of (``""``: the root)."""
+        parents: set[str] = set()
+        for key in self.unused():
+            parts = key.split("/")
+            parents.update("/".join(parts[:i]) for i in range(len(parts)))
+        return parents
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """``restoration``'s values for the children of the object at ``prefix`` (``"a/b/"``)."""
+
+    restoration: Restoration
+    prefix: str
+
+    @property
+    def sequence(self) -> int:
+        return self.restoration.sequence
+
+    def place(self, obj: Any) -> bool:
+        restore_into(dict(children(obj)), self.restoration, self.prefix, deferred=True)
+        return self.prefix.rstrip("/") not in self.restoration.waiting_parents()
+
+
+def restore_into(
+    objects: Mapping[str, Any], restoration: Restoration, prefix: str = "", deferred: bool = False
+) -> None:
+    """Restores the leaves under ``objects`` (keys ``prefix + name``) from ``restoration``.
+
+    Every value is checked before any is assigned. Containers under which values still wait
+    are registered for restore-on-create (and plain objects watched).
+
+    Args:
+      objects: named children, e.g. a ``Checkpoint``'s.
+      restoration: the saved values.
+      prefix: the key of the object holding ``objects`` plus ``/``, or ``""`` at the root.
+      deferred: only assign values not assigned yet (a restore-on-create pass); otherwise this
+        is a new restore, which replaces what earlier restores keep for the objects it reaches.
+
+    Raises:
+      ValueError: a saved shape differs from the object's, or the array is read-only.
+      InvalidArgumentError: a saved dtype differs from the object's (TF's error).
+    """
+    plan: list[tuple[str, Any, np.ndarray]] = []
+    containers = []
+    for node in nodes(objects, prefix):
+        if not node.leaf:
+            containers.append(node)
+        elif node.key in restoration.arrays and not (deferred and node.key in restoration.matched):
+            value = checked(node.key, node.obj, restoration.arrays[node.key], restoration.path)
+            plan.append((node.key, node.obj, value))
+    for key, leaf, value in plan:
+        assign(leaf, value)
+        restoration.matched.add(key)
+        restoration.arrays.pop(key, None)  # only values still waiting are kept in memory
+    waiting = restoration.waiting_parents()
+    for node in containers:
+        if not deferred:
+            _deferred.clear(node.obj, restoration.sequence)
+        if node.key in waiting:
+            wait_on(node.obj, restoration, node.key + "/")
+
+
+def wait_on(obj: Any, restoration: Restoration, prefix: str) -> None:
+    """Keeps ``restoration``'s values under ``prefix`` for when ``obj`` creates them."""
+    if not _deferred.register(obj, _Pending(restoration, prefix)):
+        return
+    module = getattr(type(obj), "__module__", "") or ""
+    if not isinstance(obj, (Mapping, list, tuple)) and not module.startswith("mwms_mpi."):
+        _deferred.watch_attributes(obj)
+
+
+# -- one value ---------------------------------------------------------------------------------
+
+
+def _tf_name(dtype: np.dtype) -> str:
+    return _TF_NAMES.get(dtype.name, dtype.name)
+
+
+def checked(key: str, leaf: Any, value: np.ndarray, path: str) -> np.ndarray:
+    """``value``, after checking that ``leaf`` can take it exactly.
+
+    Raises:
+      ValueError: the shapes differ (TF's message) or ``leaf`` is a read-only array.
+      InvalidArgumentError: the dtypes differ (TF's ``RestoreV2`` message); nothing is cast.
+    """
+    shape = getattr(leaf, "shape", None)
+    if shape is not None and tuple(shape) != value.shape:
+        raise ValueError(
+            f"Received incompatible tensor with shape {value.shape} when attempting to restore "
+            f"variable with shape {tuple(shape)} and name {key}."
+        )
+    dtype = getattr(leaf, "dtype", None)
+    try:
+        target = np.dtype(dtype) if dtype is not None else value.dtype
+    except TypeError:
+        target = value.dtype
+    if target.newbyteorder("=") != value.dtype:
+        raise errors.InvalidArgumentError(
+            None,
+            "RestoreV2",
+            f"tensor_name = {key}; expected dtype {_tf_name(target)} does not equal original "
+            f"dtype {_tf_name(value.dtype)}. Restoring {pretty(key)} from {path}: the object is "
+            f"{target}, the checkpoint holds {value.dtype}; a restore never casts.",
+        )
+    in_place = _arrays.is_device_array(leaf) or isinstance(leaf, np.ndarray)
+    if in_place and not getattr(leaf.flags, "writeable", True):  # CuPy has no such flag
+        raise ValueError(f"Cannot restore {key} in place: the array is read-only.")
+    return value
+
+
+def _takes_read_value(leaf: Any) -> bool:
+    """Whether ``leaf.assign`` accepts ``read_value`` (mwms_mpi and TF variables do)."""
+    try:
+        return "read_value" in inspect.signature(leaf.assign).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+
+
+def assign(leaf: Any, value: np.ndarray) -> None:
+    """Sets ``leaf`` to ``value`` (checked) as TF's restore ops do, never reading it back.
+
+    Reading a SyncOnRead variable back would be a collective (and raises for aggregation NONE).
+    """
+    if isinstance(leaf, np.ndarray) or _arrays.is_device_array(leaf):
+        xp = _arrays.array_module(leaf)  # a CuPy array gets the saved value on its GPU
+        xp.copyto(leaf, _arrays.like(value, leaf), casting="unsafe")  # same dtype: exact
+    elif getattr(leaf, "_is_distributed_variable", False):
+        _restore_components(leaf, value)
+    elif _takes_read_value(leaf):
+        leaf.assign(value, read_value=False)
+    else:
+        leaf.assign(value)
+
+
+def _restore_components(var: Any, value: np.ndarray) -> None:
+    """TF's ``get_on_write_restore_ops`` / ``get_on_read_restore_ops`` for a distributed one."""
+    if (
+        var.synchronization == VariableSynchronization.ON_READ
+        and var.aggregation == VariableAggregation.SUM
+    ):
+        n = var.distribute_strategy.num_replicas_in_sync
+        value = np.asarray(truediv(value, n)).astype(value.dtype)  # TF: cast(value / n, dtype)
+    for component in var.values:
+        component.assign(value, read_value=False)

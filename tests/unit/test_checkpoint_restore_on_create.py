@@ -1,0 +1,269 @@
+"""Restore-on-create (TF's deferred restoration) and the load status, against TF 2.21.
+
+Issue 23, item 4: ``Checkpoint.restore`` before the optimizer had made its slots (build the
+model, restore, train) skipped ``iterations`` and the slots, so a resumed run differed from an
+uninterrupted one. TF keeps such values and assigns them when the objects are created.
+
+The literals below are what TF 2.21 (``tensorflow-cpu==2.21.0``, Keras 3.15) did with the same
+programs, run in a scratch venv outside this repository (TF is never imported here):
+
+* ``restore_on_create_optimizer.py``: Keras ``Adam(0.1)`` on ``tf.Variable(arange(3.0))`` with the
+  float32 gradients 1, -2, 0.5, 3 (each a full 3-vector); 2 steps, ``tf.train.Checkpoint(v=v,
+  optimizer=opt).save``; a new variable and a new (unbuilt) Adam restored, then 2 more steps;
+* ``restore_on_create.py``: a ``tf.Module`` given ``w = [1, 2]``, ``b = 3.0`` and
+  ``extra = int64 7`` saved; a new empty ``tf.Module`` restored, then its variables created.
+
+A ``tf.Module`` here is a plain Python object (mwms_mpi walks their public attributes).
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import logging
+import pickle
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mwms_mpi
+import mwms_mpi.distribute
+from mwms_mpi import errors, optimizers, train
+
+GRADS = [np.full(3, g, dtype=np.float32) for g in (1.0, -2.0, 0.5, 3.0)]
+# restore_on_create_optimizer.py: v after the 2 steps before the save (TF restores it at once)
+TF_V_AFTER_2 = np.array([-0.06338907778263092, 0.9366109371185303, 1.9366109371185303], np.float32)
+# ... and after 2 more steps of the restored optimizer: bit for bit the uninterrupted run's
+TF_V_AFTER_4 = np.array([-0.08912966400384903, 0.910870373249054, 1.9108703136444092], np.float32)
+# ... the status right after the restore, before the optimizer made its slots, and after
+TF_STATUS_BEFORE_BUILD = {"assert_existing_objects_matched": "passes", "assert_consumed": "raises"}
+TF_STATUS_AFTER_BUILD = {"assert_existing_objects_matched": "passes", "assert_consumed": "passes"}
+TF_ITERATIONS_AFTER = 4
+
+
+class Module:
+    """``tf.Module``'s role: a plain object whose attributes hold variables."""
+
+
+def _steps(opt: optimizers.Optimizer, var: mwms_mpi.Variable, grads: list[np.ndarray]) -> None:
+    for g in grads:
+        opt.apply_gradients([(g, var)])
+
+
+def _status(status: Any, names: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            getattr(status, name)()
+            out[name] = "passes"
+        except AssertionError:
+            out[name] = "raises"
+    return out
+
+
+_CHECKS = ("assert_existing_objects_matched", "assert_consumed")
+
+
+@pytest.mark.parametrize("with_strategy", [False, True], ids=["default", "mirrored-2"])
+def test_optimizer_restored_before_its_first_step_continues_exactly(
+    tmp_path: Path, with_strategy: bool
+) -> None:
+    """Item 4's program: build the model, restore, train; the resumed run equals TF's."""
+    strategy: Any = (
+        mwms_mpi.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if with_strategy else None
+    )
+    scope: Any = strategy.scope() if strategy else _Nothing()
+
+    def steps(opt: optimizers.Optimizer, var: Any, grads: list[np.ndarray]) -> None:
+        for g in grads:  # with 2 replicas, each gets half the gradient: the sum is g
+            if strategy is None:
+                opt.apply_gradients([(g, var)])
+            else:
+                strategy.run(lambda g=g: opt.apply_gradients([(g / 2, var)]))
+
+    with scope:
+        var, opt = mwms_mpi.Variable(np.arange(3, dtype=np.float32)), optimizers.Adam(0.1)
+    steps(opt, var, GRADS[:2])
+    np.testing.assert_array_equal(np.asarray(var.numpy()), TF_V_AFTER_2)
+    path = train.Checkpoint(v=var, optimizer=opt).save(str(tmp_path / "ckpt"))
+
+    with scope:
+        var2, opt2 = mwms_mpi.Variable(np.zeros(3, np.float32)), optimizers.Adam(0.1)
+    status = train.Checkpoint(v=var2, optimizer=opt2).restore(path)
+    np.testing.assert_array_equal(np.asarray(var2.numpy()), TF_V_AFTER_2)
+    assert _status(status, _CHECKS) == TF_STATUS_BEFORE_BUILD
+    with pytest.raises(
+        AssertionError, match=r"Unresolved object in checkpoint \(root\)\.optimizer"
+    ):
+        status.assert_consumed()
+    steps(opt2, var2, GRADS[2:])
+    assert _status(status, _CHECKS) == TF_STATUS_AFTER_BUILD
+    assert int(opt2.iterations.numpy()) == TF_ITERATIONS_AFTER
+    for value in getattr(var2, "values", [var2]):  # every replica
+        got = np.asarray(value.numpy())
+        assert got.tobytes() == TF_V_AFTER_4.tobytes(), (got, TF_V_AFTER_4)
+
+
+class _Nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *args: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: optimizers.SGD(0.1, momentum=0.9), lambda: optimizers.Adam(0.1, amsgrad=True)]
+)
+def test_every_slot_kind_is_restored_on_creation(tmp_path: Path, make: Any) -> None:
+    straight = mwms_mpi.Variable(np.arange(3, dtype=np.float32))
+    _steps(make(), straight, GRADS)
+    var, opt = mwms_mpi.Variable(np.arange(3, dtype=np.float32)), make()
+    _steps(opt, var, GRADS[:2])
+    path = train.Checkpoint(model={"v": var}, opt=opt).save(str(tmp_path / "c"))
+    var2, opt2 = mwms_mpi.Variable(np.zeros(3, np.float32)), make()
+    train.Checkpoint(model={"v": var2}, opt=opt2).restore(path)
+    _steps(opt2, var2, GRADS[2:])
+    assert var2.numpy().tobytes() == straight.numpy().tobytes()
+
+
+# -- restore_on_create.py: lazily created variables and attributes set after the restore --------
+
+# TF: the status before any variable is created, after w, after everything, after an extra c
+TF_BEFORE = {"assert_existing_objects_matched": "passes", "assert_consumed": "raises"}
+TF_AFTER_W = {"assert_existing_objects_matched": "passes", "assert_consumed": "raises"}
+TF_AFTER_ALL = {"assert_existing_objects_matched": "passes", "assert_consumed": "passes"}
+TF_AFTER_C = {"assert_existing_objects_matched": "raises", "assert_consumed": "raises"}
+TF_W_AT_CREATION, TF_B_AT_CREATION, TF_EXTRA_AT_SETATTR = [1.0, 2.0], 3.0, 7
+TF_C_NOT_IN_CHECKPOINT = 5.0
+TF_W_CREATED_THEN_TRAINED = [11.0, 12.0]  # restored once at creation, then assign_add(10)
+TF_SHAPE_ERROR = (
+    "Received incompatible tensor with shape (2,) when attempting to restore variable with "
+    "shape (3,)"
+)
+TF_DTYPE_ERROR = (
+    "tensor_name = model/b/.ATTRIBUTES/VARIABLE_VALUE; expected dtype double does not equal "
+    "original dtype float"
+)
+SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"  # TF's keys are ours plus this
+
+
+def _saved_module(tmp_path: Path) -> str:
+    module = Module()
+    module.w = mwms_mpi.Variable(np.array([1.0, 2.0], np.float32))  # type: ignore[attr-defined]
+    module.b = mwms_mpi.Variable(np.float32(3.0))  # type: ignore[attr-defined]
+    extra = mwms_mpi.Variable(np.int64(7))
+    return train.Checkpoint(model=module, extra=extra).save(str(tmp_path / "c"))
+
+
+def test_lazily_created_variables_get_their_values_at_creation(tmp_path: Path) -> None:
+    path = _saved_module(tmp_path)
+    module: Any = Module()
+    ckpt = train.Checkpoint(model=module)
+    status = ckpt.restore(path)
+    assert _status(status, _CHECKS) == TF_BEFORE
+    assert type(module).__name__ == "Module" and isinstance(module, Module)
+    module.w = mwms_mpi.Variable(np.zeros(2, np.float32))
+    assert module.w.numpy().tolist() == TF_W_AT_CREATION
+    assert _status(status, _CHECKS) == TF_AFTER_W
+    module.b = mwms_mpi.Variable(np.float32(0.0))
+    assert float(module.b.numpy()) == TF_B_AT_CREATION
+    assert type(module) is Module  # nothing under it waits any more: its own class again
+    ckpt.extra = mwms_mpi.Variable(np.int64(0))
+    assert int(ckpt.extra.numpy()) == TF_EXTRA_AT_SETATTR
+    assert _status(status, _CHECKS) == TF_AFTER_ALL
+    module.c = mwms_mpi.Variable(np.float32(5.0))
+    assert float(module.c.numpy()) == TF_C_NOT_IN_CHECKPOINT
+    assert _status(status, _CHECKS) == TF_AFTER_C
+    status.assert_nontrivial_match()
+
+
+def test_a_value_is_restored_once_then_never_again(tmp_path: Path) -> None:
+    path = _saved_module(tmp_path)
+    module: Any = Module()
+    status = train.Checkpoint(model=module).restore(path)
+    module.w = mwms_mpi.Variable(np.zeros(2, np.float32))
+    module.w.assign_add(np.full(2, 10.0, np.float32))
+    module.b = mwms_mpi.Variable(np.float32(0.0))  # another restore-on-create pass under it
+    assert module.w.numpy().tolist() == TF_W_CREATED_THEN_TRAINED
+    status.expect_partial()
+
+
+def test_created_with_the_wrong_shape_or_dtype_raises_tfs_errors(tmp_path: Path) -> None:
+    path = _saved_module(tmp_path)
+    module: Any = Module()
+    train.Checkpoint(model=module).restore(path).expect_partial()
+    with pytest.raises(ValueError, match=re.escape(TF_SHAPE_ERROR)):
+        module.w = mwms_mpi.Variable(np.zeros(3, np.float32))
+    other: Any = Module()
+    train.Checkpoint(model=other).restore(path).expect_partial()
+    with pytest.raises(errors.InvalidArgumentError, match=TF_DTYPE_ERROR.replace(SUFFIX, "")):
+        other.b = mwms_mpi.Variable(np.float64(0.0))
+    assert float(other.b.numpy()) == 0.0  # set, but not restored (TF: the assignment raised)
+
+
+def test_a_later_restore_replaces_what_an_earlier_one_keeps(tmp_path: Path) -> None:
+    first = _saved_module(tmp_path)
+    module: Any = Module()
+    module.w = mwms_mpi.Variable(np.array([5.0, 6.0], np.float32))
+    second = train.Checkpoint(model=module).save(str(tmp_path / "second"))  # has no b
+    target: Any = Module()
+    ckpt = train.Checkpoint(model=target)
+    ckpt.restore(first).expect_partial()
+    ckpt.restore(second).expect_partial()
+    target.w = mwms_mpi.Variable(np.zeros(2, np.float32))
+    target.b = mwms_mpi.Variable(np.float32(0.0))
+    assert target.w.numpy().tolist() == [5.0, 6.0]  # the later restore's value
+    assert float(target.b.numpy()) == 0.0  # the earlier restore's b was dropped with it
+
+
+def test_a_watched_object_pickles_and_copies_as_its_own_class(tmp_path: Path) -> None:
+    path = _saved_module(tmp_path)
+    module: Any = Module()
+    module.note = "kept"
+    train.Checkpoint(model=module).restore(path).expect_partial()
+    assert type(module) is not Module  # watched: setting an attribute restores it
+    for twin in (pickle.loads(pickle.dumps(module)), copy.copy(module), copy.deepcopy(module)):
+        assert type(twin) is Module and twin.note == "kept"
+
+
+def test_unused_values_are_logged_when_the_restore_is_dropped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """TF logs each value no object took when the restore is garbage collected, unless
+    ``expect_partial()`` was called (restore_on_create.py, the end of its log)."""
+    path = _saved_module(tmp_path)
+
+    def restore(partial: bool) -> None:
+        module: Any = Module()
+        module.w = mwms_mpi.Variable(np.zeros(2, np.float32))
+        status = train.Checkpoint(model=module).restore(path)
+        if partial:
+            status.expect_partial()
+
+    with caplog.at_level(logging.WARNING, logger="mwms_mpi.train._restore"):
+        restore(partial=True)
+        gc.collect()
+        assert caplog.text == ""
+        restore(partial=False)
+        gc.collect()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("Detecting that an object or model or mwms_mpi.train.Checkpoint")
+    assert lines[1:] == [
+        "Value in checkpoint could not be found in the restored object: (root).extra",
+        "Value in checkpoint could not be found in the restored object: (root).model.b",
+    ]
+
+
+def test_restore_none_is_initialization_only(tmp_path: Path) -> None:
+    status = train.Checkpoint(model=Module()).restore(None)
+    assert type(status).__name__ == "InitializationOnlyStatus"
+    assert _status(status, (*_CHECKS, "assert_nontrivial_match")) == {
+        "assert_existing_objects_matched": "raises",
+        "assert_consumed": "raises",
+        "assert_nontrivial_match": "raises",
+    }
+    assert status.expect_partial() is status
