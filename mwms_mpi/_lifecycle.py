@@ -4,8 +4,9 @@
   uncaught exception in a process whose MPI world has more than one rank prints its traceback
   and calls ``MPI_Abort``, as ``python -m mpi4py`` does, so the other ranks are not left
   waiting in a collective, a strategy's construction included. ``MWMS_MPI_ABORT_ON_ERROR=0``
-  turns it off. :func:`abort_on_uncaught` (the first multi-rank communicator) also prepares
-  the runner's one-report-per-error exchange.
+  (or ``false``, ``no``, ``off``) turns it off; a word that is not a boolean is an error.
+  :func:`abort_on_uncaught` (the first multi-rank communicator) also prepares the runner's
+  one-report-per-error exchange.
 * :func:`agreed_exit`: a preemption handler (or any code that has agreed with every rank that
   the job stops now) ends each rank with it. The runner (``python -m mwms_mpi.run``) then exits
   with that code on every rank without ``MPI_Abort`` or a failure report, and the lost-rank
@@ -15,14 +16,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import time
 import types
 from collections.abc import Callable
 from typing import NoReturn
 
-from mwms_mpi import _failure_report, _mpi
+from mwms_mpi import _env, _failure_report, _mpi
 
 ABORT_ENV = "MWMS_MPI_ABORT_ON_ERROR"
 ABORT_GRACE_S = 0.3  # before MPI_Abort: the launcher forwards what the rank wrote last
@@ -100,10 +100,14 @@ def install_abort_hook() -> None:
     only where MPI is initialised, not finalised, and the world has more than one rank. The
     previous ``sys.excepthook`` prints the traceback first; then one line names the rank and
     the error, and ``MPI_Abort`` ends every rank. Does nothing when
-    ``MWMS_MPI_ABORT_ON_ERROR=0``, or when already installed.
+    ``MWMS_MPI_ABORT_ON_ERROR`` is off, or when already installed.
+
+    Raises:
+      ValueError: if ``MWMS_MPI_ABORT_ON_ERROR`` is not a boolean word (``maybe`` used to
+        count as on; a typo for "off" must not abort jobs that were meant to go on).
     """
     global _hook_installed
-    if _hook_installed or os.environ.get(ABORT_ENV, "1").strip() == "0":
+    if _hook_installed or not _env.env_bool(ABORT_ENV, True):
         return
     _hook_installed = True
     previous = sys.excepthook

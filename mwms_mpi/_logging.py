@@ -6,9 +6,10 @@ else what the launcher exported, else ``"-"``), so a handler of the user's own s
 ``mwms_mpi`` logger has one handler of its own, writing ``[mwms_mpi] rank R: LEVEL: message``
 to ``sys.stderr`` (whatever it is at the time), and does not propagate, so records are not
 printed twice when the user configures the root logger. Only warnings and errors are shown
-unless ``MWMS_MPI_LOG_LEVEL`` (``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or a number) says
-otherwise. To route the records elsewhere: ``logging.getLogger("mwms_mpi").handlers.clear()``
-and ``.propagate = True``.
+unless ``MWMS_MPI_LOG_LEVEL`` (``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``, ``CRITICAL``, in any
+case, or a number) says otherwise; any other value is an error naming it. To route the
+records elsewhere: ``logging.getLogger("mwms_mpi").handlers.clear()`` and
+``.propagate = True``.
 
 Configuring a logger touches neither MPI nor the terminal, so it happens when the package is
 imported.
@@ -16,18 +17,20 @@ imported.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import os
 import sys
-from collections.abc import Mapping
 
-from mwms_mpi import _mpi
+from mwms_mpi import _env, _mpi
 
 LEVEL_ENV = "MWMS_MPI_LOG_LEVEL"
 ROOT = "mwms_mpi"
 FORMAT = "[mwms_mpi] rank %(rank)s: %(levelname)s: %(message)s"
 # Rank variables of the common launchers (cluster/launcher.py has them all, one layer up).
 _LAUNCHER_RANKS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+# The level names logging knows, the usual first, then its aliases.
+LEVEL_NAMES = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "NOTSET")
+LEVEL_ALIASES = ("FATAL", "WARN")
 
 
 def rank_text() -> str:
@@ -36,8 +39,10 @@ def rank_text() -> str:
         MPI = _mpi.mpi()
         if not MPI.Is_finalized():
             return str(MPI.COMM_WORLD.Get_rank())
+    # Only shown, never acted on, and a log record must not raise: a malformed value is skipped
+    # here (cluster/launcher.py, which acts on these variables, refuses it).
     for name in _LAUNCHER_RANKS:
-        value = os.environ.get(name)
+        value = _env.env_raw(name)
         if value is not None and value.isdigit():
             return value
     return "-"
@@ -70,15 +75,29 @@ class _StderrHandler(logging.StreamHandler):
 _FILTER = RankFilter()
 
 
-def level_from_env(environ: Mapping[str, str] = os.environ) -> int:
-    """The level ``MWMS_MPI_LOG_LEVEL`` names (``WARNING`` when unset or not a level)."""
-    text = environ.get(LEVEL_ENV, "").strip().upper()
-    if not text:
+def level_from_env(environ: _env.Environ = None) -> int:
+    """The level ``MWMS_MPI_LOG_LEVEL`` names (``WARNING`` when unset or blank).
+
+    Raises:
+      ValueError: naming the variable, unless it is a level name (any case) or an
+        integer >= 0.
+    """
+    text = _env.env_str(LEVEL_ENV, environ)
+    if text is None:
         return logging.WARNING
-    if text.lstrip("-").isdigit():
-        return int(text)
-    level = logging.getLevelName(text)
-    return level if isinstance(level, int) else logging.WARNING
+    if text[-1:].isdigit():
+        with contextlib.suppress(ValueError):  # else the error below, which names the levels
+            return _env.parse_int(LEVEL_ENV, text, minimum=0)
+    elif text.upper() in LEVEL_NAMES + LEVEL_ALIASES:
+        level = logging.getLevelName(text.upper())
+        if isinstance(level, int):
+            return level
+    raise _env.invalid(
+        LEVEL_ENV,
+        text,
+        f"a level: one of {', '.join(LEVEL_NAMES)} (also {', '.join(LEVEL_ALIASES)}; in any "
+        "case) or an integer >= 0",
+    )
 
 
 def configure() -> logging.Logger:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from mwms_mpi import _failure_report, _lifecycle, _mpi
+from mwms_mpi import _env, _failure_report, _lifecycle, _mpi
 from mwms_mpi.cluster.launcher import LauncherInfo, detect_launcher
 
 PROG = "mwms_mpi.run"
@@ -59,8 +59,9 @@ options:
   -h, --help  show this message and exit
 
 environment:
-  {INIT_TIMEOUT_VARIABLE}  seconds a failing rank waits in MPI_Init (needed to abort when
-      the program failed before starting MPI) before it exits without aborting (default 60)
+  {INIT_TIMEOUT_VARIABLE}  seconds (a number >= 1) a failing rank waits in MPI_Init (needed
+      to abort when the program failed before starting MPI) before it exits without aborting
+      (default 60); checked before the program starts
 """
 
 # Frames of the runner and of runpy (frozen in CPython 3.11+) that lead into the program.
@@ -162,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if program is None:
         print(USAGE, end="")
         return 0
+    try:  # needed on the failure path, where an error of its own would leave peers waiting
+        init_timeout()
+    except ValueError as exc:
+        return fail(Failure(USAGE_STATUS, str(exc)))
     if program.kind == "path" and not os.path.exists(program.target):
         return fail(Failure(USAGE_STATUS, f"can't open file {program.target!r}"))
     failure = _run_catching(program)
@@ -321,10 +326,26 @@ def _initialised_mpi() -> types.ModuleType:
     return mpi
 
 
+def init_timeout(environ: _env.Environ = None) -> float:
+    """Seconds a failing rank waits in MPI_Init before giving up on aborting the job.
+
+    Raises:
+      ValueError: naming ``MWMS_MPI_RUN_INIT_TIMEOUT``, unless it is a number >= 1.
+    """
+    return _env.env_float(
+        INIT_TIMEOUT_VARIABLE,
+        DEFAULT_INIT_TIMEOUT_S,
+        minimum=1,
+        what="seconds a failing rank waits in MPI_Init to abort the job",
+        environ=environ,
+    )
+
+
 def _init_timeout() -> float:
-    """Seconds a failing rank waits in MPI_Init before giving up on aborting the job."""
+    """:func:`init_timeout` on the failure path, which must not raise: :func:`main` reported a
+    bad value before the program started, and the default serves the abort it then made."""
     try:
-        return max(float(os.environ.get(INIT_TIMEOUT_VARIABLE, DEFAULT_INIT_TIMEOUT_S)), 1.0)
+        return init_timeout()
     except ValueError:
         return DEFAULT_INIT_TIMEOUT_S
 

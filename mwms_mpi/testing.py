@@ -41,11 +41,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mwms_mpi import _lifecycle, _mpi
+from mwms_mpi import _env, _lifecycle, _mpi
 
 HYPOTHESIS_PROFILE = "mwms-mpi"
 AGREE_TIMEOUT_ENV = "MWMS_TEST_AGREE_TIMEOUT"
 WORLD_SIZE_ENV = "MWMS_TEST_WORLD_SIZE"
+MAX_EXAMPLES_ENV = "MWMS_TEST_MAX_EXAMPLES"
+JOB_ENV = "MWMS_TEST_JOB"  # names the per-rank basetemp where the launcher exports no job id
 _PASSED, _SKIPPED, _FAILED = 0, 1, 2
 
 
@@ -75,11 +77,41 @@ def register_hypothesis_profile() -> str:
         derandomize=True,
         database=None,
         deadline=None,
-        max_examples=int(os.environ.get("MWMS_TEST_MAX_EXAMPLES", "40")),
+        max_examples=_env.env_int(MAX_EXAMPLES_ENV, 40, minimum=1),
         suppress_health_check=list(HealthCheck),
         print_blob=False,
     )
     return HYPOTHESIS_PROFILE
+
+
+def agree_timeout(environ: _env.Environ = None) -> float:
+    """``MWMS_TEST_AGREE_TIMEOUT``: seconds a rank waits for its peers' outcome (default 60).
+
+    Raises:
+      ValueError: naming the variable, unless it is a number > 0.
+    """
+    text = _env.env_str(AGREE_TIMEOUT_ENV, environ)
+    if text is None:
+        return 60.0
+    try:
+        timeout = _env.parse_float(AGREE_TIMEOUT_ENV, text)
+    except ValueError:
+        timeout = 0.0
+    if timeout <= 0:
+        raise _env.invalid(AGREE_TIMEOUT_ENV, text, "a number > 0 (seconds)")
+    return timeout
+
+
+def expected_world_size(option: int | None, environ: _env.Environ = None) -> int | None:
+    """The world size the run was launched for: ``--mwms-mpi-size``, else
+    ``MWMS_TEST_WORLD_SIZE``, else ``None`` (not checked).
+
+    Raises:
+      ValueError: naming the variable, unless it is an integer >= 1.
+    """
+    if option is not None:
+        return option
+    return _env.env_int(WORLD_SIZE_ENV, None, minimum=1, environ=environ)
 
 
 def _active(config: pytest.Config) -> bool:
@@ -92,7 +124,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if not _active(config) or config.option.basetemp:
         return
     world = _mpi.mpi().COMM_WORLD
-    job = os.environ.get("PMI_JOBID") or os.environ.get("MWMS_TEST_JOB") or str(os.getppid())
+    job = _env.env_str("PMI_JOBID") or _env.env_str(JOB_ENV) or str(os.getppid())
     config.option.basetemp = os.path.join(
         tempfile.gettempdir(), f"mwms-pytest-{job}-rank{world.Get_rank()}"
     )
@@ -106,7 +138,7 @@ class _Glue:
         self.comm = self.mpi.COMM_WORLD.Dup()
         self.rank: int = self.comm.Get_rank()
         self.size: int = self.comm.Get_size()
-        self.timeout = float(os.environ.get(AGREE_TIMEOUT_ENV, "60"))
+        self.timeout = agree_timeout()
 
     def _abort(self, report: pytest.TestReport, why: str) -> None:
         _lifecycle.abort_job(
@@ -176,9 +208,12 @@ def pytest_configure(config: pytest.Config) -> None:
     """Under ``--mwms-mpi``: world-size check, private communicator, one reporter, profile."""
     if not _active(config):
         return
-    glue = _Glue()
-    expected = config.getoption("mwms_mpi_size", default=None) or os.environ.get(WORLD_SIZE_ENV)
-    if expected is not None and int(expected) != glue.size:
+    try:
+        expected = expected_world_size(config.getoption("mwms_mpi_size", default=None))
+        glue = _Glue()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if expected is not None and expected != glue.size:
         raise pytest.UsageError(
             f"launched for {expected} ranks but this MPI world has {glue.size}: a foreign "
             "mpiexec or `srun --mpi=none` starts independent one-rank worlds"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import platform
 import socket
 import sys
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi import _mpi
+from mwms_mpi import _env, _mpi
 from mwms_mpi.cli import version
 from mwms_mpi.cluster import mpiexec
 from mwms_mpi.cluster.launcher import CUDA_VISIBLE_DEVICES, detect_launcher
@@ -47,13 +46,17 @@ def library_facts(MPI: Any) -> dict[str, Any]:
     """
     banner = MPI.Get_library_version().replace("\x00", "").strip().splitlines()
     major, minor = MPI.Get_version()
-    support = cuda_support(MPI)
+    try:
+        support = cuda_support(MPI)
+        aware = support.describe()
+    except ValueError as exc:  # MWMS_MPI_CUDA_AWARE is not a boolean: shown, as is the rest
+        support, aware = cuda_support(MPI, {}), f"error: {exc}"
     return {
         "library": " ".join(banner[0].split()) if banner else "?",
         "standard": f"MPI {major}.{minor}",
         "path": support.library or "?",
         "thread_level": "MPI_THREAD_" + THREAD_LEVELS[MPI.Query_thread()],
-        "cuda_aware": support.describe(),
+        "cuda_aware": aware,
     }
 
 
@@ -95,9 +98,9 @@ def rank_facts(MPI: Any) -> dict[str, Any]:
     row: dict[str, Any] = {
         "rank": MPI.COMM_WORLD.Get_rank(),
         "host": socket.gethostname(),
-        "slurm_node": os.environ.get("SLURMD_NODENAME", "-"),
+        "slurm_node": _env.env_raw("SLURMD_NODENAME") or "-",
         "launcher_local_rank": "-" if launcher is None else launcher.local_rank,
-        "cuda_visible_devices": os.environ.get(CUDA_VISIBLE_DEVICES, "-"),
+        "cuda_visible_devices": _env.env_raw(CUDA_VISIBLE_DEVICES) or "-",
         "numpy_backend": select(default_backends(MPI), np.empty(0)).name,
         "cuda_aware": library_facts(MPI)["cuda_aware"].split(",")[0],
         **_gpu_facts(),
@@ -137,12 +140,17 @@ def job_facts(MPI: Any) -> dict[str, Any]:
     except Exception as exc:  # none beside this Python: the job came from elsewhere (srun)
         facts["mpiexec"] = f"none found ({type(exc).__name__})"
         facts["abort"] = "as the launcher that started the job reports it (no mpiexec to ask)"
-    if "SLURM_JOB_ID" in os.environ:
-        env = os.environ
+    job = _env.env_raw("SLURM_JOB_ID")
+    if job is not None:  # shown as Slurm wrote them (nothing here acts on them)
+
+        def show(name: str, missing: str) -> str:
+            value = _env.env_raw(name)
+            return missing if value is None else value
+
         facts["slurm"] = (
-            f"job {env['SLURM_JOB_ID']}, step {env.get('SLURM_STEP_ID', '-')}, nodes "
-            f"{env.get('SLURM_JOB_NODELIST', '?')}, tasks per node "
-            f"{env.get('SLURM_TASKS_PER_NODE', '?')}, mpi {env.get('SLURM_MPI_TYPE', '-')}"
+            f"job {job}, step {show('SLURM_STEP_ID', '-')}, nodes "
+            f"{show('SLURM_JOB_NODELIST', '?')}, tasks per node "
+            f"{show('SLURM_TASKS_PER_NODE', '?')}, mpi {show('SLURM_MPI_TYPE', '-')}"
         )
     facts["versions"] = (
         f"mwms_mpi {version()}, mpi4py {_mpi4py_version()}, numpy {np.__version__}, "

@@ -9,8 +9,9 @@ launcher that started N processes, a rank's GPU before CUDA initialises).
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Mapping
+
+from mwms_mpi import _env
 
 # Open MPI (orterun / prterun).
 OMPI_COMM_WORLD_RANK = "OMPI_COMM_WORLD_RANK"
@@ -60,61 +61,66 @@ class LauncherInfo:
     size_variable: str | None = None
 
 
-def _int(env: Mapping[str, str], name: str) -> int | None:
-    value = env.get(name)
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"Environment variable {name}={value!r} is not an integer") from None
+def _int(env: Mapping[str, str] | None, name: str, minimum: int) -> int | None:
+    """The launcher's variable ``name``, or None if unset; set but not an integer >= ``minimum``
+    (a blank one included: launchers never write one) is an error naming it."""
+    value = _env.env_raw(name, env)
+    return None if value is None else _env.parse_int(name, value, minimum=minimum)
 
 
-def _open_mpi(env: Mapping[str, str]) -> LauncherInfo | None:
-    rank = _int(env, OMPI_COMM_WORLD_RANK)
+def _rank(env: Mapping[str, str] | None, name: str) -> int | None:
+    return _int(env, name, 0)
+
+
+def _size(env: Mapping[str, str] | None, name: str) -> int | None:
+    return _int(env, name, 1)
+
+
+def _open_mpi(env: Mapping[str, str] | None) -> LauncherInfo | None:
+    rank = _rank(env, OMPI_COMM_WORLD_RANK)
     if rank is None:
         return None
     return LauncherInfo(
         OPEN_MPI,
         rank,
-        _int(env, OMPI_COMM_WORLD_SIZE),
-        _int(env, OMPI_COMM_WORLD_LOCAL_RANK),
-        _int(env, OMPI_COMM_WORLD_LOCAL_SIZE),
+        _size(env, OMPI_COMM_WORLD_SIZE),
+        _rank(env, OMPI_COMM_WORLD_LOCAL_RANK),
+        _size(env, OMPI_COMM_WORLD_LOCAL_SIZE),
         OMPI_COMM_WORLD_SIZE,
     )
 
 
-def _pmi(env: Mapping[str, str]) -> LauncherInfo | None:
-    rank = _int(env, PMI_RANK)
+def _pmi(env: Mapping[str, str] | None) -> LauncherInfo | None:
+    rank = _rank(env, PMI_RANK)
     if rank is None:
         return None
     return LauncherInfo(
         PMI,
         rank,
-        _int(env, PMI_SIZE),
-        _int(env, MPI_LOCALRANKID),
-        _int(env, MPI_LOCALNRANKS),
+        _size(env, PMI_SIZE),
+        _rank(env, MPI_LOCALRANKID),
+        _size(env, MPI_LOCALNRANKS),
         PMI_SIZE,
     )
 
 
-def _pmix(env: Mapping[str, str]) -> LauncherInfo | None:
-    rank = _int(env, PMIX_RANK)
+def _pmix(env: Mapping[str, str] | None) -> LauncherInfo | None:
+    rank = _rank(env, PMIX_RANK)
     if rank is None:
         return None
     return LauncherInfo(PMIX, rank, None, None, None, None)
 
 
-def _slurm(env: Mapping[str, str]) -> LauncherInfo | None:
-    rank, size = _int(env, SLURM_PROCID), _int(env, SLURM_STEP_NUM_TASKS)
+def _slurm(env: Mapping[str, str] | None) -> LauncherInfo | None:
+    rank, size = _rank(env, SLURM_PROCID), _size(env, SLURM_STEP_NUM_TASKS)
     if rank is None or size is None:
         return None
     # Slurm exports no node-local task count (SLURM_STEP_TASKS_PER_NODE is per node of the step).
-    return LauncherInfo(SLURM, rank, size, _int(env, SLURM_LOCALID), None, SLURM_STEP_NUM_TASKS)
+    return LauncherInfo(SLURM, rank, size, _rank(env, SLURM_LOCALID), None, SLURM_STEP_NUM_TASKS)
 
 
 # The fixed detection order: the first launcher whose rank variable is set wins.
-DETECTORS: tuple[Callable[[Mapping[str, str]], LauncherInfo | None], ...] = (
+DETECTORS: tuple[Callable[[Mapping[str, str] | None], LauncherInfo | None], ...] = (
     _open_mpi,
     _pmi,
     _pmix,
@@ -133,9 +139,9 @@ def detect_launcher(env: Mapping[str, str] | None = None) -> LauncherInfo | None
       `python script.py`).
 
     Raises:
-      ValueError: If a launcher variable is set but is not an integer.
+      ValueError: If a launcher variable is set but is not an integer (>= 0 for a
+        rank, >= 1 for a size).
     """
-    env = os.environ if env is None else env
     for detector in DETECTORS:
         info = detector(env)
         if info is not None:
@@ -145,7 +151,6 @@ def detect_launcher(env: Mapping[str, str] | None = None) -> LauncherInfo | None
 
 def sized_launcher(env: Mapping[str, str] | None = None) -> LauncherInfo | None:
     """Returns the first launcher (in detection order) whose variables give a size, else `None`."""
-    env = os.environ if env is None else env
     for detector in DETECTORS:
         info = detector(env)
         if info is not None and info.size is not None:
@@ -184,13 +189,13 @@ def visible_gpu_count(env: Mapping[str, str] | None = None) -> int | None:
     """Returns how many GPUs `CUDA_VISIBLE_DEVICES` makes visible, or `None` if it is unset.
 
     As CUDA does, the list ends at the first entry that is not a device index
-    or a `GPU-`/`MIG-` UUID: "" , "-1" and "NoDevFiles" give 0.
+    or a `GPU-`/`MIG-` UUID: "" , "-1" and "NoDevFiles" give 0. (So no value is
+    an error here: CUDA's own reading is the rule, and it has none.)
 
     Args:
       env: The environment to read; defaults to `os.environ`.
     """
-    env = os.environ if env is None else env
-    value = env.get(CUDA_VISIBLE_DEVICES)
+    value = _env.env_raw(CUDA_VISIBLE_DEVICES, env)
     if value is None:
         return None
     count = 0

@@ -38,6 +38,8 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
+from mwms_mpi import _env
+
 # Names the launch with another mpiexec (the site's, under MPI=system) instead of the one beside
 # this Python; and forces a family for an mpiexec whose --version is not recognised.
 MPIEXEC_VARIABLE = "MWMS_MPIEXEC"
@@ -126,9 +128,7 @@ def family_of(version_text: str, override: str | None = None) -> Family:
     """
     by_name = {family.name: family for family in FAMILIES}
     if override:
-        if override not in by_name:
-            raise ValueError(f"{FAMILY_VARIABLE}={override!r} is not one of {sorted(by_name)}")
-        return by_name[override]
+        return by_name[_env.parse_choice(FAMILY_VARIABLE, override, sorted(by_name))]
     for family in FAMILIES:
         if any(banner in version_text for banner in family.banners):
             return family
@@ -137,6 +137,16 @@ def family_of(version_text: str, override: str | None = None) -> Family:
         f"unrecognised mpiexec ({first[0] if first else 'no --version output'!r}): set "
         f"{FAMILY_VARIABLE} to the family it behaves like, one of {sorted(by_name)}"
     )
+
+
+def family_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """The family ``MWMS_MPIEXEC_FAMILY`` names (any case), or None when unset or blank.
+
+    Raises:
+      ValueError: naming the variable, if it names no family.
+    """
+    names = sorted(family.name for family in FAMILIES)
+    return _env.env_choice(FAMILY_VARIABLE, names, None, environ=environ)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,8 +201,7 @@ def default_path(env: Mapping[str, str] | None = None) -> str:
     Raises:
       FileNotFoundError: If none exists.
     """
-    env = os.environ if env is None else env
-    override = env.get(MPIEXEC_VARIABLE)
+    override = _env.env_str(MPIEXEC_VARIABLE, env)
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     path = override or (beside if os.path.exists(beside) else shutil.which("mpiexec"))
     if not path or not os.path.exists(path):
@@ -223,7 +232,7 @@ def probe(path: str | None = None) -> Mpiexec:
         check=False,
     )
     text = done.stdout + done.stderr
-    family = family_of(text, os.environ.get(FAMILY_VARIABLE))
+    family = family_of(text, family_from_env())
     lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
     # hydra's first line is a heading; its version is on a "Version:" line further down.
     version = [*lines[:1], *(line for line in lines[1:] if line.startswith("Version:"))]

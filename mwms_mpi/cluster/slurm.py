@@ -7,13 +7,15 @@ expressions are expanded here in pure Python.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
+from mwms_mpi import _env
 from mwms_mpi.cluster.launcher import CUDA_VISIBLE_DEVICES, visible_gpu_count
 from mwms_mpi.cluster.resolver import ClusterResolver, format_master_url
 from mwms_mpi.cluster.spec import ClusterSpec
@@ -28,8 +30,19 @@ SLURMD_NODENAME = "SLURMD_NODENAME"
 SLURM_LOCALID = "SLURM_LOCALID"
 SLURM_GPUS_PER_TASK = "SLURM_GPUS_PER_TASK"
 
+# The most hosts (and tasks-per-node entries) a hostlist may name, and the most tasks a step
+# may have: counted before anything is expanded, so a forged or mistyped list fails in
+# microseconds instead of filling memory. 2**20 is 16 times the largest single range Slurm's
+# own hostlist parser accepts (MAX_RANGE, 64K hosts, in src/common/hostlist.c) and several
+# times the node count of the largest machines; merely expanding 2**20 host names takes about
+# two seconds here, and a cluster spec lists one address per task (as TF's does).
+MAX_HOSTS = 1 << 20
+MAX_TASKS = 1 << 20
+SLURM_MAX_RANGE = 65536
+
+_T = TypeVar("_T")
 _BRACKETS = re.compile(r"\[([^\[\]]*)\]")
-_TASKS = re.compile(r"(\d+)(\(x(\d+)\))?$")
+_TASKS = re.compile(r"([0-9]+)(\(x([0-9]+)\))?$")
 
 
 def _split_hostlist(hostlist: str) -> list[str]:
@@ -59,78 +72,118 @@ def _split_hostlist(hostlist: str) -> list[str]:
     return parts
 
 
-def _expand_range(range_exp: str) -> list[str]:
-    """Expands '1-3,7' to ['1', '2', '3', '7'], keeping the lower bound's zero padding."""
-    values: list[str] = []
+def _range_bounds(range_exp: str) -> list[tuple[int, int, int]]:
+    """'1-3,07' -> [(1, 3, 1), (7, 7, 2)]: each part's bounds and the lower bound's width."""
+    bounds_list: list[tuple[int, int, int]] = []
     for part in range_exp.split(","):
         bounds = part.split("-")
         if len(bounds) == 1:
             bounds = bounds * 2
-        if len(bounds) != 2 or not all(b.isdigit() for b in bounds):
+        if len(bounds) != 2 or not all(b.isdigit() and b.isascii() for b in bounds):
             raise ValueError(f"invalid range {part!r}")
         low, high = int(bounds[0]), int(bounds[1])
         if high < low:
             raise ValueError(f"descending range {part!r}")
-        values.extend(str(i).zfill(len(bounds[0])) for i in range(low, high + 1))
-    return values
+        bounds_list.append((low, high, len(bounds[0])))
+    return bounds_list
 
 
-def expand_hostlist(hostlist: str) -> list[str]:
+def _range_values(bounds: list[tuple[int, int, int]]) -> list[str]:
+    """The numbers of a range, each zero-padded to its lower bound's width."""
+    return [str(i).zfill(width) for low, high, width in bounds for i in range(low, high + 1)]
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def expand_hostlist(hostlist: str, limit: int = MAX_HOSTS) -> list[str]:
     """Create a list of hosts out of a SLURM hostlist.
 
     The order of nodes is preserved and no deduplication is done; zero padding
     is kept. Besides TF's forms this accepts text after a bracket and several
     bracket groups ('r[1-2]n[3-4]' gives r1n3 r1n4 r2n3 r2n4), as Slurm does.
+    The hosts are counted before any is made: more than `limit` is an error at
+    once (TF's version runs out of memory on 'node[1-99999999]').
 
     Input: 'n[1-2],m5,o[3-4,6,7-9]'
     Output: ['n1', 'n2', 'm5', 'o3', 'o4', 'o6', 'o7', 'o8', 'o9']
 
     Raises:
-      ValueError: If `hostlist` is not a valid hostlist expression.
+      ValueError: If `hostlist` is not a valid hostlist expression, or names
+        more than `limit` hosts.
     """
-    hosts: list[str] = []
+    parts: list[tuple[list[str], list[list[tuple[int, int, int]]]]] = []
+    total = 0
     try:
         for part in _split_hostlist(hostlist):
             pieces = _BRACKETS.split(part)  # text, range, text, range, ..., text
-            texts, ranges = pieces[0::2], [_expand_range(r) for r in pieces[1::2]]
+            texts, ranges = pieces[0::2], [_range_bounds(r) for r in pieces[1::2]]
             if any(c in text for text in texts for c in "[]"):
                 raise ValueError(f"Invalid part: {part}")
-            for choice in itertools.product(*ranges):
-                hosts.append("".join(t + c for t, c in zip(texts, (*choice, ""), strict=True)))
+            total += math.prod(sum(high - low + 1 for low, high, _ in b) for b in ranges)
+            parts.append((texts, ranges))
     except ValueError as e:
         raise ValueError(f'Invalid hostlist format "{hostlist}": {e}') from None
+    if total > limit:
+        raise ValueError(
+            f'Hostlist "{_short(hostlist)}" names {total} hosts, more than {limit} (a Slurm '
+            f"step has fewer; Slurm itself refuses one range above {SLURM_MAX_RANGE})"
+        )
+    hosts: list[str] = []
+    for texts, ranges in parts:
+        for choice in itertools.product(*(_range_values(b) for b in ranges)):
+            hosts.append("".join(t + c for t, c in zip(texts, (*choice, ""), strict=True)))
     return hosts
 
 
-def expand_tasks_per_node(tasks_per_node: str) -> list[int]:
+def expand_tasks_per_node(tasks_per_node: str, limit: int = MAX_HOSTS) -> list[int]:
     """Expands the tasks per node expression from SLURM.
 
-    The order is preserved so it can be matched to the hostlist.
+    The order is preserved so it can be matched to the hostlist. The nodes are
+    counted before the list is made: more than `limit` is an error at once.
     Input: '3(x2),2,1'
     Output: [3, 3, 2, 1]
 
     Raises:
-      ValueError: If `tasks_per_node` is not a valid expression.
+      ValueError: If `tasks_per_node` is not a valid expression, or names more
+        than `limit` nodes.
     """
-    result: list[int] = []
+    counts: list[tuple[int, int]] = []
     for part in tasks_per_node.split(","):
         m = _TASKS.match(part)
         if m is None:
             raise ValueError(
                 f'Invalid tasks-per-node list format "{tasks_per_node}": invalid part {part!r}'
             )
-        result.extend([int(m.group(1))] * int(m.group(3) or 1))
-    return result
+        counts.append((int(m.group(1)), int(m.group(3) or 1)))
+    nodes = sum(repeat for _, repeat in counts)
+    if nodes > limit:
+        raise ValueError(
+            f'Tasks-per-node list "{_short(tasks_per_node)}" names {nodes} nodes, more than {limit}'
+        )
+    return [count for count, repeat in counts for _ in range(repeat)]
+
+
+def _from_env(name: str, expand: Callable[[str], _T]) -> _T:
+    """``expand`` of the Slurm variable ``name``; its errors name the variable."""
+    text = _get_slurm_var(name)
+    try:
+        return expand(text)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+
+
+def _slurm_int(name: str, minimum: int) -> int:
+    """The Slurm variable ``name`` as an integer (RuntimeError if unset, as TF)."""
+    return _env.parse_int(name, _get_slurm_var(name), minimum=minimum)
 
 
 def _get_slurm_var(name: str, env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    try:
-        return env[name]
-    except KeyError:
-        raise RuntimeError(
-            f"{name} not found in environment. Not running inside a SLURM step?"
-        ) from None
+    value = _env.env_raw(name, env)
+    if value is None:
+        raise RuntimeError(f"{name} not found in environment. Not running inside a SLURM step?")
+    return value
 
 
 def get_num_gpus(env: Mapping[str, str] | None = None) -> int:
@@ -159,11 +212,14 @@ def get_num_gpus(env: Mapping[str, str] | None = None) -> int:
 
 
 def _slurm_gpus_per_task() -> int | None:
-    value = os.environ.get(SLURM_GPUS_PER_TASK)
-    if not value:
+    """``SLURM_GPUS_PER_TASK`` (``--gpus-per-task=[type:]count``): the count, or None if unset."""
+    value = _env.env_str(SLURM_GPUS_PER_TASK)
+    if value is None:
         return None
-    digits = value.rsplit(":", 1)[-1]  # "2" or "a100:2"
-    return int(digits) if digits.isdigit() else None
+    count = value.rsplit(":", 1)[-1]  # "2" or "a100:2"
+    if not (count.isdigit() and count.isascii()):
+        raise _env.invalid(SLURM_GPUS_PER_TASK, value, "a GPU count, [type:]count with count >= 0")
+    return int(count)
 
 
 class SlurmClusterResolver(ClusterResolver):
@@ -234,25 +290,28 @@ class SlurmClusterResolver(ClusterResolver):
             from the environment failed, or this task does not run where block
             distribution would place it.
         """
-        self._rank = int(_get_slurm_var(SLURM_PROCID))
+        self._rank = _slurm_int(SLURM_PROCID, 0)
         if jobs is None:
-            jobs = {"worker": int(_get_slurm_var(SLURM_STEP_NUM_TASKS))}
+            jobs = {"worker": _slurm_int(SLURM_STEP_NUM_TASKS, 1)}
         self._jobs = jobs
         self._port_base = port_base
 
         from_environment = tasks_per_node is None
         if tasks_per_node is None:
-            hostlist = expand_hostlist(_get_slurm_var(SLURM_STEP_NODELIST))
-            counts = expand_tasks_per_node(_get_slurm_var(SLURM_STEP_TASKS_PER_NODE))
+            hostlist = _from_env(SLURM_STEP_NODELIST, expand_hostlist)
+            counts = _from_env(SLURM_STEP_TASKS_PER_NODE, expand_tasks_per_node)
             self._task_configuration = dict(zip(hostlist, counts, strict=False))  # TF: zip
         elif isinstance(tasks_per_node, dict):
             self._task_configuration = dict(tasks_per_node)
         else:
-            hostlist = expand_hostlist(_get_slurm_var(SLURM_STEP_NODELIST))
+            hostlist = _from_env(SLURM_STEP_NODELIST, expand_hostlist)
             self._task_configuration = {host: int(tasks_per_node) for host in hostlist}
 
         max_tasks_per_node = max(self._task_configuration.values())
         num_tasks = sum(self._task_configuration.values())
+        if num_tasks > MAX_TASKS:  # every task gets an entry in the cluster spec
+            source = SLURM_STEP_TASKS_PER_NODE if from_environment else "tasks_per_node"
+            raise ValueError(f"{source}: {num_tasks} tasks, more than {MAX_TASKS}")
 
         self._gpus_bound_per_task = False
         visible, slurm_gpt = visible_gpu_count(), _slurm_gpus_per_task()
@@ -294,10 +353,10 @@ class SlurmClusterResolver(ClusterResolver):
 
     def _check_placement(self) -> None:
         host, local = self._placement()[self._rank]
-        actual_host = os.environ.get(SLURMD_NODENAME)
-        actual_local = os.environ.get(SLURM_LOCALID)
+        actual_host = _env.env_raw(SLURMD_NODENAME)
+        actual_local = _env.env_int(SLURM_LOCALID, None, minimum=0)
         if (actual_host is not None and actual_host != host) or (
-            actual_local is not None and actual_local.isdigit() and int(actual_local) != local
+            actual_local is not None and actual_local != local
         ):
             raise RuntimeError(
                 f"{SLURM_PROCID}={self._rank} would be task {local} on {host} under Slurm's block "

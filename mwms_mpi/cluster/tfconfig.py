@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
+from mwms_mpi import _env
 from mwms_mpi.cluster.resolver import ClusterResolver, format_master_url
 from mwms_mpi.cluster.spec import ClusterSpec
 
@@ -16,15 +15,40 @@ TASK_KEY = "task"
 CLUSTER_KEY = "cluster"
 
 
+def tf_config_set(environ: _env.Environ = None) -> bool:
+    """Whether ``TF_CONFIG`` is set and not blank: the default resolver then reads it.
+
+    (TF always uses `TFConfigClusterResolver`, and a blank `TF_CONFIG` fails there as
+    invalid JSON; mwms_mpi takes blank as unset and resolves the cluster from MPI.)
+    """
+    return _env.env_str(TF_CONFIG_ENV, environ) is not None
+
+
 def _load_tf_config() -> Any:
-    # Parsed on every call, as TF does: a bad TF_CONFIG fails on use, not on construction.
-    return json.loads(os.environ.get(TF_CONFIG_ENV, "{}"))
+    """TF_CONFIG parsed, on every call, as TF does: a bad TF_CONFIG fails on use, not on
+    construction, with TF's error types (`json.JSONDecodeError`, `TypeError`), naming it."""
+    text = _env.env_raw(TF_CONFIG_ENV)
+    tf_config = _env.parse_json(TF_CONFIG_ENV, "{}" if text is None else text)
+    if not hasattr(tf_config, "__contains__"):  # TF: `argument of type 'int' is not iterable`
+        raise TypeError(
+            f"Environment variable {TF_CONFIG_ENV}={text!r} is not a JSON object (TF reads it "
+            f"with `in`: argument of type {type(tf_config).__name__!r} is not iterable)"
+        )
+    return tf_config
 
 
 def _get_value_in_tfconfig(key: str, default: Any = None) -> Any:
     tf_config = _load_tf_config()
     # Not .get(): TF_CONFIG may hold a JSON list, where TF's `in` test simply fails.
     return tf_config[key] if key in tf_config else default  # noqa: SIM401
+
+
+def _task_index(value: Any) -> int:
+    """`int(task["index"])` as TF converts it; a failure names TF_CONFIG (TF's error type)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{TF_CONFIG_ENV} task index {value!r}: {e}") from None
 
 
 class TFConfigClusterResolver(ClusterResolver):
@@ -42,8 +66,10 @@ class TFConfigClusterResolver(ClusterResolver):
     ```
 
     As in TF, `TF_CONFIG` is parsed again on every call (a malformed value
-    raises `json.JSONDecodeError` on use, not at construction), and
-    `environment` comes from the constructor only, never from `TF_CONFIG`.
+    raises `json.JSONDecodeError` on use, not at construction; one that is
+    not a JSON object or list raises `TypeError`; the messages, unlike TF's,
+    name `TF_CONFIG`), and `environment` comes from the constructor only,
+    never from `TF_CONFIG`.
     """
 
     def __init__(
@@ -84,7 +110,7 @@ class TFConfigClusterResolver(ClusterResolver):
     def task_id(self) -> int | None:
         if self._task_id is None:
             task_info = _get_value_in_tfconfig(TASK_KEY, {})
-            return int(task_info["index"]) if "index" in task_info else None
+            return _task_index(task_info["index"]) if "index" in task_info else None
         return int(self._task_id)
 
     @task_id.setter

@@ -8,7 +8,8 @@ it) and called with ctypes, since mpi4py has no wrapper. Measured truthful on th
 (research/gpu_machine.md): 0 for the ``mpich`` wheel, Debian Open MPI 4.1.6 and Intel MPI
 without offload; 1 for Intel MPI with ``I_MPI_OFFLOAD=1``. A library without the symbol says
 nothing, which counts as no; ``MWMS_MPI_CUDA_AWARE=1`` is the user's word where the library
-cannot say (a site MPI built with CUDA but without the MPIX extension).
+cannot say (a site MPI built with CUDA but without the MPIX extension), and
+``MWMS_MPI_CUDA_AWARE=0`` keeps device buffers off MPI whatever the library says.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import functools
 import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
+
+from mwms_mpi import _env
 
 CUDA_AWARE_ENV = "MWMS_MPI_CUDA_AWARE"
 
@@ -37,17 +40,19 @@ class CudaSupport(NamedTuple):
     Attributes:
       library: the path of the loaded libmpi, or ``None`` when it cannot be found.
       query: ``MPIX_Query_cuda_support()``'s answer (0 or 1), or ``None`` without the symbol.
-      user: whether ``MWMS_MPI_CUDA_AWARE=1`` says so.
+      user: ``MWMS_MPI_CUDA_AWARE``: ``True`` (it is), ``False`` (treat it as not), ``None``
+        (unset: the library's answer counts).
     """
 
     library: str | None
     query: int | None
-    user: bool
+    user: bool | None
 
     @property
     def aware(self) -> bool:
-        """Known CUDA-aware: the library says 1, or the user says so."""
-        return self.query == 1 or self.user
+        """Known CUDA-aware: the library says 1 or the user says so, and the user does not
+        say no."""
+        return (self.query == 1 or self.user is True) and self.user is not False
 
     def describe(self) -> str:
         """``"yes"``, ``"no"`` or ``"unknown (...)"``, and the user's word if given."""
@@ -55,7 +60,18 @@ class CudaSupport(NamedTuple):
             text = "unknown (no MPIX_Query_cuda_support)"
         else:
             text = "yes" if self.query == 1 else "no"
-        return text + (f", {CUDA_AWARE_ENV}=1 says yes" if self.user else "")
+        if self.user is None:
+            return text
+        return text + f", {CUDA_AWARE_ENV}={int(self.user)} says {'yes' if self.user else 'no'}"
+
+
+def user_word(environ: Mapping[str, str] | None = None) -> bool | None:
+    """``MWMS_MPI_CUDA_AWARE`` as a boolean, or ``None`` when unset or blank.
+
+    Raises:
+      ValueError: naming the variable, unless it is a boolean word.
+    """
+    return _env.env_bool(CUDA_AWARE_ENV, None, environ=environ)
 
 
 def loaded_libmpi(MPI: Any) -> str | None:
@@ -106,7 +122,9 @@ def cuda_support(MPI: Any, environ: Mapping[str, str] | None = None) -> CudaSupp
     Args:
       MPI: the ``mpi4py.MPI`` module (MPI is initialised).
       environ: where ``MWMS_MPI_CUDA_AWARE`` is read (default ``os.environ``).
+
+    Raises:
+      ValueError: if ``MWMS_MPI_CUDA_AWARE`` is not a boolean word.
     """
-    env = os.environ if environ is None else environ
     library, query = _library_answer(str(getattr(MPI, "__file__", "")), MPI)
-    return CudaSupport(library, query, env.get(CUDA_AWARE_ENV, "").strip() == "1")
+    return CudaSupport(library, query, user_word(environ))

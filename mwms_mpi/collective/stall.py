@@ -11,10 +11,10 @@ wait is timed from when the watch first saw the call (its period, at most 1 s, i
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
+from mwms_mpi import _env
 from mwms_mpi.collective.call_context import CallContext
 
 STALL_ENV = "MWMS_MPI_STALL_WARNING"
@@ -99,7 +99,16 @@ class StallCheck:
         return found
 
 
-def seconds_from_env(environ: Any = os.environ) -> float:
-    """The stall threshold from ``MWMS_MPI_STALL_WARNING`` (60 s when unset; 0 turns it off)."""
-    value = environ.get(STALL_ENV)
-    return DEFAULT_STALL_SECONDS if not value else float(value)
+def seconds_from_env(environ: _env.Environ = None) -> float:
+    """The stall threshold from ``MWMS_MPI_STALL_WARNING`` (60 s when unset; 0 turns it off).
+
+    Raises:
+      ValueError: naming the variable, unless it is a finite number >= 0.
+    """
+    return _env.env_float(
+        STALL_ENV,
+        DEFAULT_STALL_SECONDS,
+        minimum=0,
+        what="seconds a collective may wait before it is named; 0 turns the warning off",
+        environ=environ,
+    )

@@ -25,7 +25,6 @@ agreement is wrapped to stamp the end of the agreement. Files: see ``trace_file.
 from __future__ import annotations
 
 import math
-import os
 import socket
 import time
 from collections.abc import Iterable
@@ -34,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi import _lifecycle, _logging, _mpi
+from mwms_mpi import _env, _lifecycle, _logging, _mpi
 from mwms_mpi.collective.agreement import Agreement
 from mwms_mpi.collective.call_context import CallContext
 from mwms_mpi.collective.calls import CallState
@@ -68,12 +67,28 @@ def call_state(
         _ranges(world_ranks),
         "on every call" if agreement.every_call else "on first use only (MWMS_MPI_CHECK=first)",
     )
-    path = os.environ.get(TIMELINE_ENV, "").strip()
-    if not path:
+    path = trace_path()
+    if path is None:
         return CallState(agreement, name, world_ranks, options)
-    if _trace is not None and _trace.path != Path(path).resolve():
+    if _trace is not None and _trace.path != path.resolve():
         _log.warning("timeline: %s=%s ignored, already writing %s", TIMELINE_ENV, path, _trace.path)
-    return TimedCallState(_trace_file(Path(path)), agreement, name, world_ranks, options)
+    return TimedCallState(_trace_file(path), agreement, name, world_ranks, options)
+
+
+def trace_path(environ: _env.Environ = None) -> Path | None:
+    """The trace ``MWMS_MPI_TIMELINE`` asks for, or ``None`` (off) when it is unset or blank.
+
+    Each rank writes ``<stem>.rank<r><suffix>`` beside it and rank 0 merges them into it, so
+    it must name a file: ``MWMS_MPI_TIMELINE=/tmp`` used to write ``/tmp.rank0`` into ``/``.
+
+    Raises:
+      ValueError: naming the variable, if the path is a directory or ends with a separator.
+    """
+    return _env.env_path(
+        TIMELINE_ENV,
+        what="each rank writes <stem>.rank<r><suffix> beside it, merged into it at exit",
+        environ=environ,
+    )
 
 
 def close() -> None:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mwms_mpi import _logging
+from mwms_mpi import _env, _logging
 
 WAIT_ENV = "MWMS_MPI_TIMELINE_WAIT"  # seconds rank 0 waits at exit for the other ranks' files
 DEFAULT_WAIT_S = 10.0
@@ -91,6 +91,7 @@ class TraceFile:
         self.path = path
         self.rank = rank
         self.size = size
+        self.wait_s = wait_seconds()  # read now: an error at exit would come too late
         self.own = rank_path(path, rank)
         self.zero_ns = time.perf_counter_ns()
         self.queue: deque[Any] = deque()
@@ -170,7 +171,7 @@ class TraceFile:
 
     def _merge_all(self) -> None:
         paths = [rank_path(self.path, r) for r in range(self.size)]
-        deadline = time.monotonic() + _wait_seconds()
+        deadline = time.monotonic() + self.wait_s
         while not all(_closed(p) for p in paths) and time.monotonic() < deadline:
             time.sleep(0.05)
         present = [p for p in paths if p.exists()]
@@ -208,8 +209,16 @@ def _meta(name: str, pid: int, tid: int, value: object, key: str = "name") -> di
     return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": {key: value}}
 
 
-def _wait_seconds() -> float:
-    try:
-        return max(0.0, float(os.environ.get(WAIT_ENV, DEFAULT_WAIT_S)))
-    except ValueError:
-        return DEFAULT_WAIT_S
+def wait_seconds(environ: _env.Environ = None) -> float:
+    """``MWMS_MPI_TIMELINE_WAIT``: how long rank 0 waits at exit for the other ranks' files.
+
+    Raises:
+      ValueError: naming the variable, unless it is a finite number >= 0 (10 when unset).
+    """
+    return _env.env_float(
+        WAIT_ENV,
+        DEFAULT_WAIT_S,
+        minimum=0,
+        what="seconds rank 0 waits at exit for the other ranks' timeline files",
+        environ=environ,
+    )

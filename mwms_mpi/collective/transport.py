@@ -25,12 +25,12 @@ rank takes the same path.
 from __future__ import annotations
 
 import importlib.util
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from mwms_mpi.collective.cuda_aware import CUDA_AWARE_ENV, cuda_support
+from mwms_mpi import _env
+from mwms_mpi.collective.cuda_aware import cuda_support
 from mwms_mpi.types import CommunicationImplementation
 
 NCCL = "nccl"
@@ -94,14 +94,23 @@ class Transport(NamedTuple):
     pipeline_bytes: int
 
 
-def _bytes(env: Mapping[str, str], name: str, default: int) -> int:
-    text = env.get(name, "").strip()
-    if not text:
-        return default
-    value = int(text)
-    if value < 0:
-        raise ValueError(f"{name}={text!r} must be a byte count >= 0")
-    return value
+def tuning_from_env(environ: Mapping[str, str] | None = None) -> tuple[int, int, int]:
+    """``(min_device_bytes, chunk_bytes, pipeline_bytes)`` from their variables (or defaults).
+
+    Raises:
+      ValueError: naming the variable, unless each is a byte count (>= 1 for the chunk).
+    """
+    return (
+        _env.env_int(
+            MIN_DEVICE_BYTES_ENV, DEFAULT_MIN_DEVICE_BYTES, minimum=0, what="bytes", environ=environ
+        ),
+        _env.env_int(
+            CHUNK_BYTES_ENV, DEFAULT_CHUNK_BYTES, minimum=1, what="bytes", environ=environ
+        ),
+        _env.env_int(
+            PIPELINE_BYTES_ENV, DEFAULT_PIPELINE_BYTES, minimum=0, what="bytes", environ=environ
+        ),
+    )
 
 
 def _device(requested: int | str | None) -> tuple[int | None, str | None, bool]:
@@ -140,21 +149,16 @@ def local_facts(
         kept on the CPU).
       environ: where the tuning and ``MWMS_MPI_CUDA_AWARE`` are read (default ``os.environ``).
     """
-    env = os.environ if environ is None else environ
     host = str(MPI.Get_processor_name())
     error = ""
     try:
-        tuning = (
-            _bytes(env, MIN_DEVICE_BYTES_ENV, DEFAULT_MIN_DEVICE_BYTES),
-            max(1, _bytes(env, CHUNK_BYTES_ENV, DEFAULT_CHUNK_BYTES)),
-            _bytes(env, PIPELINE_BYTES_ENV, DEFAULT_PIPELINE_BYTES),
-        )
-    except ValueError as exc:
+        tuning = tuning_from_env(environ)
+        support = cuda_support(MPI, environ)
+    except ValueError as exc:  # carried: every rank raises it in decide()
         tuning, error = (0, 1, 0), str(exc)
-    support = cuda_support(MPI, env)
+        support = cuda_support(MPI, {})
     gpu, bus_id, nccl = _device(device)
-    aware = support.aware and env.get(CUDA_AWARE_ENV, "").strip() != "0"
-    return DeviceFacts(host, gpu, bus_id, nccl, aware, support.query, tuning, error)
+    return DeviceFacts(host, gpu, bus_id, nccl, support.aware, support.query, tuning, error)
 
 
 def shared_gpus(facts: Sequence[DeviceFacts]) -> list[tuple[str, str, list[int]]]:

@@ -84,9 +84,35 @@ def test_a_hung_job_leaves_its_timeline_and_merge_joins_it(tmp_path: Path) -> No
     assert "ranks [0, 1] did not end normally" in merged.stdout, merged.describe()
     events = _slices(trace)
     hung = [e for e in events if e["ph"] == "B"]
-    assert [(e["pid"], e["name"], e["args"]["call"]) for e in hung] == [
-        (0, "Strategy.reduce", hung[0]["args"]["call"])
+    comm = hung[0]["args"]["comm"] if hung else None
+    made = [e["args"]["call"] for e in events if e["pid"] == 1 and e["args"]["comm"] == comm]
+    # rank 0 hangs in the call rank 1 (asleep in step 1) never made: the one after its last
+    assert made and [(e["pid"], e["name"], e["args"]["call"]) for e in hung] == [
+        (0, "Strategy.reduce", max(made) + 1)
     ], events
     assert not any(e["ph"] == "E" for e in events)
     summary = run_mpi(1, [sys.executable, "-m", "mwms_mpi", "timeline", "summary", trace])
     assert summary.returncode == 0 and "slowest call" in summary.stdout, summary.describe()
+
+
+@pytest.mark.parametrize("kind", ["existing directory", "trailing separator"])
+def test_a_directory_is_refused_and_nothing_is_written_beside_it(tmp_path: Path, kind: str) -> None:
+    # Issue 23, item 11: MWMS_MPI_TIMELINE=/tmp wrote /tmp.rank0 and /tmp.rank1 into / and then
+    # failed to merge them into the directory. Each rank now refuses it, naming the variable.
+    job = tmp_path / "job"
+    job.mkdir()
+    script = write_script(tmp_path, "late.py", LATE.replace("SLEEP", "0"))
+    if kind == "existing directory":
+        value = job / "traces"
+        value.mkdir()
+    else:
+        value = job / "new"
+    text = str(value) + ("/" if kind == "trailing separator" else "")
+    result = run_python_mpi(2, script, env={"MWMS_MPI_TIMELINE": text}, timeout=60)
+    assert result.returncode != 0, result.describe()
+    assert f"Environment variable MWMS_MPI_TIMELINE={text!r} is not a file path" in (
+        result.stderr
+    ), result.describe()
+    assert result.wall_s < 45, result.describe()
+    left = sorted(p.relative_to(job).as_posix() for p in job.rglob("*"))
+    assert left == (["traces"] if kind == "existing directory" else []), left

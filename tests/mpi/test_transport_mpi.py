@@ -62,7 +62,9 @@ def test_local_facts_of_a_cpu_run() -> None:
     )
     assert facts.cuda_aware and facts.error == ""
     broken = transport.local_facts(MPI, None, {transport.MIN_DEVICE_BYTES_ENV: "lots"})
-    assert "invalid literal" in broken.error
+    assert "Environment variable MWMS_MPI_CUDA_MPI_MIN_BYTES='lots' is not an integer" in (
+        broken.error
+    )
     assert not transport.local_facts(MPI, None, {"MWMS_MPI_CUDA_AWARE": "0"}).cuda_aware
 
 

@@ -12,10 +12,17 @@ from mwms_mpi import _logging
 @pytest.mark.parametrize(
     ("value", "level"),
     [("", logging.WARNING), ("info", logging.INFO), ("DEBUG", logging.DEBUG), ("15", 15),
-     ("nonsense", logging.WARNING)],
+     (" warn ", logging.WARNING), ("critical", logging.CRITICAL), ("0", logging.NOTSET)],
 )  # fmt: skip
 def test_level_from_env(value: str, level: int) -> None:
     assert _logging.level_from_env({_logging.LEVEL_ENV: value}) == level
+
+
+@pytest.mark.parametrize("value", ["nonsense", "-1", "1.5", "Level 5", "warning!"])
+def test_a_word_that_is_not_a_level_is_an_error_naming_the_variable(value: str) -> None:
+    # (It used to be WARNING, silently; see tests/unit/test_env_validation.py.)
+    with pytest.raises(ValueError, match=f"^Environment variable MWMS_MPI_LOG_LEVEL='{value}'"):
+        _logging.level_from_env({_logging.LEVEL_ENV: value})
 
 
 def test_records_carry_the_rank_and_reach_the_current_stderr(

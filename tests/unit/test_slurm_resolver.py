@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -97,8 +98,13 @@ def test_expand_hostlist_errors(hostlist: str) -> None:
         expand_hostlist(hostlist)
 
 
-@pytest.mark.skipif(shutil.which("scontrol") is None, reason="scontrol not installed")
 def test_expand_hostlist_matches_scontrol(tmp_path: Path) -> None:
+    # `make test-slurm` runs this where .ci/run has installed Slurm, with
+    # MWMS_TEST_SLURM=required: there a missing scontrol fails instead of skipping.
+    if shutil.which("scontrol") is None:
+        if os.environ.get("MWMS_TEST_SLURM") == "required":
+            pytest.fail("MWMS_TEST_SLURM=required, but scontrol is not installed")
+        pytest.skip("scontrol not installed (make test-slurm runs it where Slurm is)")
     # scontrol wants a configuration even to expand a hostlist; with none (Slurm installed but
     # no cluster running, as on a machine where an earlier CI run installed slurm-wlm) it
     # fails on a DNS lookup. A two-line one is enough.
@@ -347,3 +353,81 @@ def test_nvidia_smi_fallback(slurm_env: SetEnv, monkeypatch: pytest.MonkeyPatch)
     slurm_env(**_step(1, "a", "2", 2))  # cluster_spec() above wrote CUDA_VISIBLE_DEVICES
     with pytest.raises(RuntimeError, match="Could not get number of GPUs from nvidia-smi"):
         SlurmClusterResolver()
+
+
+# Issue 23, item 11: SLURM_STEP_NODELIST=node[1-99999999] ended in MemoryError after 13 s and
+# 4 GB, and SLURM_PROCID=zero raised TF's bare `invalid literal for int()`. A hostlist or
+# tasks-per-node list is now counted before it is expanded, and each variable names itself.
+
+
+def _bounded(call: Callable[[], object]) -> ValueError:
+    """Runs ``call``, which must raise ValueError at once (the timing is only a sanity check:
+    the count comes before any expansion, so it takes microseconds)."""
+    start = time.perf_counter()
+    with pytest.raises(ValueError) as caught:
+        call()
+    assert time.perf_counter() - start < 2.0
+    return caught.value
+
+
+def test_a_huge_hostlist_is_refused_before_it_is_expanded(slurm_env: SetEnv) -> None:
+    slurm_env(**_step(0, "node[1-99999999]", "1", 1))
+    error = _bounded(SlurmClusterResolver)
+    assert str(error) == (
+        'SLURM_STEP_NODELIST: Hostlist "node[1-99999999]" names 99999999 hosts, more than '
+        f"{slurm.MAX_HOSTS} (a Slurm step has fewer; Slurm itself refuses one range above 65536)"
+    )
+    # Every way to name many hosts is counted: many parts, several brackets, a huge bound.
+    for hostlist in ["a[1-600000],b[1-600000]", "r[1-2000]n[1-2000]", "n[0-" + "9" * 400 + "]"]:
+        assert "more than 1048576" in str(_bounded(lambda h=hostlist: expand_hostlist(h)))
+    assert expand_hostlist("a,b[1-2]", limit=3) == ["a", "b1", "b2"]  # the limit itself is fine
+    with pytest.raises(ValueError, match="names 3 hosts, more than 2 "):
+        expand_hostlist("a,b[1-2]", limit=2)
+    assert expand_tasks_per_node("2(x2),1", limit=3) == [2, 2, 1]
+
+
+def test_a_huge_tasks_per_node_list_is_refused_before_it_is_expanded(slurm_env: SetEnv) -> None:
+    slurm_env(**_step(0, "a", "2(x99999999)", 2))
+    error = _bounded(SlurmClusterResolver)
+    assert str(error) == (
+        'SLURM_STEP_TASKS_PER_NODE: Tasks-per-node list "2(x99999999)" names 99999999 nodes, '
+        f"more than {slurm.MAX_HOSTS}"
+    )
+    assert "more than" in str(_bounded(lambda: expand_tasks_per_node("1(x600000),1(x600000)")))
+    # Tasks are counted too: the cluster spec lists every one of them.
+    slurm_env(**_step(0, "a", "99999999999", 99999999999))
+    assert str(_bounded(SlurmClusterResolver)) == (
+        f"SLURM_STEP_TASKS_PER_NODE: 99999999999 tasks, more than {slurm.MAX_TASKS}"
+    )
+    slurm_env(**_step(0, "a[1-2]", "1(x2)", 2))
+    assert "tasks_per_node: 2000000 tasks, more than" in str(
+        _bounded(lambda: SlurmClusterResolver(tasks_per_node=10**6))
+    )
+
+
+def test_a_bad_hostlist_in_the_environment_names_the_variable(slurm_env: SetEnv) -> None:
+    slurm_env(**_step(0, "a[1-2", "1", 1))
+    with pytest.raises(ValueError, match=r'^SLURM_STEP_NODELIST: Invalid hostlist format "a\[1-2"'):
+        SlurmClusterResolver()
+    slurm_env(**_step(0, "a", "1(x", 1))
+    with pytest.raises(ValueError, match=r"^SLURM_STEP_TASKS_PER_NODE: Invalid tasks-per-node"):
+        SlurmClusterResolver()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [  # TF 2.21 with SLURM_PROCID=zero: ValueError: invalid literal for int() with base 10: 'zero'
+        ("SLURM_PROCID", "zero", "an integer >= 0"),
+        ("SLURM_PROCID", "", "an integer >= 0"),
+        ("SLURM_STEP_NUM_TASKS", "two", "an integer >= 1"),
+        ("SLURM_LOCALID", "x", "an integer >= 0"),
+        ("SLURM_GPUS_PER_TASK", "a100:x", "a GPU count, [type:]count with count >= 0"),
+    ],
+)
+def test_a_bad_slurm_number_names_the_variable(
+    slurm_env: SetEnv, variable: str, value: str, expected: str
+) -> None:
+    slurm_env(**{**_step(0, "a", "2", 2), variable: value})
+    with pytest.raises(ValueError) as caught:
+        SlurmClusterResolver()
+    assert str(caught.value) == f"Environment variable {variable}={value!r} is not {expected}"
