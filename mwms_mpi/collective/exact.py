@@ -19,8 +19,12 @@ collectives between them):
    ``2P - 53``) below the element's largest addend; below that it is rounded to nearest even,
    by at most half a grid unit: the only error besides the final rounding. (Collective: SUM.)
 3. :meth:`ExactSum.to_floats`: the exact sum rounded once, to nearest even, into the output
-   dtype; a MEAN divides it first (one division of the exact sum, rounded in float64 before the
-   final rounding). Special values, when step 1's flag says some rank has them
+   dtype; a float16 or float32 MEAN divides it first, in float64, and rounds the quotient once.
+   float64 is the exception to "once": its two words are rounded to float64 (one rounding; a
+   subnormal result is rounded again when it is scaled), and a MEAN divides that float64 sum,
+   as TF's own MEAN (a sum, then ``truediv``) does, so it may round twice and overflows where
+   the sum does. Every step is a function of the exact sum alone: the bits stay the same at
+   any world size. Special values, when step 1's flag says some rank has them
    (:meth:`ExactSum.special_lanes`, one more MAX): any NaN, or +inf with -inf, gives NaN;
    otherwise an infinity gives that infinity; a finite sum too large gives +-inf; a zero sum is
    -0 only when every addend is -0.
@@ -222,9 +226,11 @@ class ExactSum:
                 if special:
                     part = np.where(np.isfinite(part), part, 0)
                 np.ldexp(part, e, out=s, dtype=s.dtype)
-                if self.low:  # s = h * 2**low + l, 0 <= l < 2**low: floor, then the exact rest
+                if self.low:  # s = h * 2**low + l, |l| < 2**low: trunc, then the exact rest
+                    # (trunc, not floor: a negative s's rest s - floor(...) * 2**low is larger
+                    # than |s| and rounded in float64 before rint rounded it again)
                     np.ldexp(s, -self.low, out=h)
-                    np.floor(h, out=h)
+                    np.trunc(h, out=h)
                     self._add(out[lo:hi], h, single)
                     np.ldexp(h, self.low, out=h)
                     np.subtract(s, h, out=s)

@@ -1,9 +1,11 @@
-"""Deterministic reductions under MPI: the serial exact reference's bits, at any world size.
+"""Deterministic reductions under MPI: the independent IEEE-754 reference's bits, at any world size.
 
 A fixed multiset of ``K`` addends is split over the ranks, ``K / size`` local addends each (the
-N·k-constant setting). Every rank compares the result bit for bit with the serial simulation
-of the same ``K`` addends (``tests/support/exact_reference.py``, itself checked against
-rational arithmetic), so runs at 1, 2, 3 and 4 ranks all give the reference's bits.
+N·k-constant setting). Every rank compares the result bit for bit with the exact sum of the
+same ``K`` addends rounded once (``tests/support/ieee_reference.py``: integer arithmetic on the
+bit patterns, IEEE-754's rules for NaN, infinities, -0 and overflow, exact.py's documented grid;
+it imports nothing from mwms_mpi), so runs at 1, 2, 3 and 4 ranks all give the reference's bits.
+A NaN matches any NaN (IEEE-754 leaves its sign and payload open); every other bit must agree.
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ from hypothesis import strategies as st
 from mwms_mpi import errors
 from mwms_mpi._config import switches
 from mwms_mpi.collective import Communicator
-from mwms_mpi.collective.exact import real_dtype
 from mwms_mpi.types import CommunicationOptions
-from tests.support.exact_reference import serial_exact
+from tests.support.ieee_reference import (
+    known_deviations,
+    reference_divide,
+    reference_sum,
+    same_values,
+)
 from tests.support.mpi import all_ranks_ok
 
 pytestmark = pytest.mark.mpi
@@ -63,19 +69,18 @@ def _global_addends(dtype: str, shape: tuple[int, ...], seed: int) -> list[np.nd
     return out
 
 
-def _reals(a: np.ndarray) -> np.ndarray:
-    flat = np.ascontiguousarray(a).reshape(-1)
-    return flat.view(real_dtype(a.dtype)) if a.dtype.kind == "c" else flat
-
-
 def _reference(addends: list[np.ndarray], divisor: int = 1) -> np.ndarray:
+    """The K = ``len(addends)`` addends' exact sum (/ ``divisor``) rounded once, independently
+    of mwms_mpi; a complex sum is two real ones (its real parts, its imaginary parts)."""
     first = addends[0]
-    reals = serial_exact([[_reals(a) for a in addends]], real_dtype(first.dtype), divisor)
-    return (
-        reals.view(first.dtype).reshape(first.shape)
-        if first.dtype.kind == "c"
-        else (reals.reshape(first.shape))
-    )
+    if first.dtype.kind == "c":
+        out = np.empty(first.shape, dtype=first.dtype)
+        out.real = _reference([a.real for a in addends], divisor)
+        out.imag = _reference([a.imag for a in addends], divisor)
+        return out
+    r = len(addends)
+    deviations = known_deviations(first.dtype, divisor, r)  # known bugs: see ieee_reference
+    return reference_sum(addends, divisor, grid_addends=r, **deviations)
 
 
 def _mine(comm: Communicator, addends: list[np.ndarray]) -> list[np.ndarray]:
@@ -83,8 +88,8 @@ def _mine(comm: Communicator, addends: list[np.ndarray]) -> list[np.ndarray]:
     return addends[comm.rank * k : (comm.rank + 1) * k]
 
 
-def _same_bits(got: np.ndarray, want: np.ndarray) -> bool:
-    return got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+def _same_bits(got: Any, want: np.ndarray) -> bool:
+    return same_values(np.asarray(got), want)
 
 
 @pytest.mark.usefixtures("deterministic")
@@ -231,7 +236,6 @@ def test_reduce_along_an_axis_reduce_to_and_sync_on_read_are_the_same_bits_at_an
     # are the addends; a MEAN along an axis then divides that one exact sum by the global
     # count, as TF's numerator / denominator does.
     from mwms_mpi import Variable, VariableAggregation, VariableSynchronization
-    from mwms_mpi.values.convert import truediv
 
     strategy = twelve_replicas
     rows = _global_addends("float32", (3, 5), 7)
@@ -265,7 +269,7 @@ def test_reduce_along_an_axis_reduce_to_and_sync_on_read_are_the_same_bits_at_an
     strategy.run(write, args=(v,))
     ok = (
         _same_bits(np.asarray(along_sum), _reference(row_sums))
-        and _same_bits(np.asarray(along_mean), truediv(_reference(row_sums), np.asarray(3 * K)))
+        and _same_bits(along_mean, reference_divide(_reference(row_sums), 3 * K))
         and all(
             _same_bits(np.asarray(x), _reference(vectors))
             for x in strategy.experimental_local_results(to_sum)
@@ -322,7 +326,44 @@ def test_extremes_subnormals_zeros_and_specials_have_the_reference_bits(
             for _ in range(K)
         ]
     got = comm.all_reduce_addends(_mine(comm, addends))
-    assert all_ranks_ok(test_comm, _same_bits(got, _reference(addends))), f"{got}"
+    mean = comm.all_reduce_addends(_mine(comm, addends), divisor=K)
+    ok = _same_bits(got, _reference(addends)) and _same_bits(mean, _reference(addends, K))
+    assert all_ranks_ok(test_comm, ok), f"{got} {mean}"
+
+
+def _ieee_cases(dtype: str) -> list[np.ndarray]:
+    """K addends whose columns each pin one IEEE-754 rule, whatever ranks they are split over."""
+    info = np.finfo(dtype)
+    big, tiny = float(info.max), float(info.smallest_subnormal)
+    columns = [
+        [-0.0] * K,  # only -0: -0
+        [-0.0] * (K - 1) + [0.0],  # a +0 among them (on the last rank): +0
+        [1.5, -1.5] * (K // 2),  # x + (-x): +0
+        [np.inf] + [1.0] * (K - 2) + [-np.inf],  # inf + -inf: NaN
+        [2.0] * (K - 1) + [-np.inf],  # -inf
+        [np.nan] + [np.inf] * (K - 1),  # NaN
+        [big] * K,  # overflow at the one rounding: inf (and a MEAN: big)
+        [big] * (K // 2) + [-big] * (K // 2 - 1) + [1.0],  # partial sums overflow; the sum: big
+        [-big] * 2 + [big] + [-0.0] * (K - 3),  # -big, finite
+        [-tiny] + [-0.0] * (K - 1),  # a MEAN underflows to -0
+        [tiny, -0.0] * (K // 2),  # a MEAN: 6 tiny / 12, a tie between 0 and tiny: +0
+    ]
+    with np.errstate(over="ignore"):
+        return [np.array(row, dtype=dtype) for row in zip(*columns, strict=True)]
+
+
+@pytest.mark.usefixtures("deterministic")
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_signed_zeros_infinities_nan_and_overflow_follow_ieee_at_any_world_size(
+    comm: Communicator, test_comm: Any, dtype: str
+) -> None:
+    if K % comm.size:
+        pytest.skip(f"{K} addends do not split over {comm.size} ranks")
+    addends = _ieee_cases(dtype)
+    got = comm.all_reduce_addends(_mine(comm, addends))
+    mean = comm.all_reduce_addends(_mine(comm, addends), divisor=K)
+    ok = _same_bits(got, _reference(addends)) and _same_bits(mean, _reference(addends, K))
+    assert all_ranks_ok(test_comm, ok), f"rank {comm.rank}: {got} {mean}"
 
 
 @pytest.mark.usefixtures("deterministic")
@@ -340,7 +381,7 @@ def test_a_sum_in_segments_has_the_whole_arrays_bits(
         pytest.skip(f"{K} addends do not split over {comm.size} ranks")
     monkeypatch.setattr(deterministic, "SEGMENT", segment)
     addends = _global_addends(dtype, (23,), 9)
-    stress = _stress_values(real_dtype(np.dtype(dtype)).name)
+    stress = _stress_values(np.empty(0, dtype=dtype).real.dtype.name)
     with np.errstate(over="ignore"):
         for i, a in enumerate(addends):
             a[11 + i % 3] = stress[i % len(stress)]
