@@ -73,7 +73,15 @@ venv-exists:
 	@$(if $(MPI_FROM_RECORD),echo "== MPI=$(MPI) (from $(MPI_RECORD), the last make install's; MPI= overrides)")
 	@test -x $(PY) || { echo "no $(PY): run 'make install MPI=$(MPI)' first" >&2; exit 1; }
 
-test: test-unit test-mpi test-e2e test-gpu-fake
+# Every pytest run of `make test` appends its skipped tests to SKIP_LOG (tests/conftest.py); at
+# the end scripts/skip_report.py counts them by reason and fails if a test listed in
+# tests/must_run_on_ci.txt skipped.
+SKIP_LOG := build/skipped-tests.jsonl
+test:
+	@mkdir -p build && rm -f $(SKIP_LOG)
+	$(MAKE) --no-print-directory -f $(SELF) test-unit test-mpi test-e2e test-gpu-fake \
+	  MPI=$(MPI) MWMS_TEST_SKIP_LOG=$(CURDIR)/$(SKIP_LOG)
+	$(PY) scripts/skip_report.py $(SKIP_LOG) tests/must_run_on_ci.txt
 
 # tests/gpu is collected here too: without CuPy and a GPU every test in it is skipped, saying why.
 test-unit: venv-exists
@@ -85,9 +93,9 @@ test-mpi: venv-exists
 	  echo "== mpiexec -n $$n: tests/mpi"; \
 	  MWMS_TEST_WORLD_SIZE=$$n $(LAUNCH) -n $$n $(PYTEST) --with-mpi --mwms-mpi tests/mpi; \
 	done
-	@echo "== mpiexec -n 3: collective properties, agreement, determinism (odd sizes find uneven-shard bugs)"
+	@echo "== mpiexec -n 3: collective properties, agreement, determinism, results are values (odd sizes find uneven-shard bugs)"
 	MWMS_TEST_WORLD_SIZE=3 $(LAUNCH) -n 3 $(PYTEST) --with-mpi --mwms-mpi tests/mpi/test_collective_properties.py \
-	  tests/mpi/test_agreement.py tests/mpi/test_deterministic.py
+	  tests/mpi/test_agreement.py tests/mpi/test_deterministic.py tests/mpi/test_results_are_values.py
 
 test-e2e: venv-exists
 	$(PYTEST) tests/e2e
@@ -123,7 +131,8 @@ device-wheels:
 # MWMS_TEST_SLURM=required, which turns those skips into failures.
 MWMS_TEST_SLURM ?= 1
 test-slurm: venv-exists
-	MWMS_TEST_SLURM=$(MWMS_TEST_SLURM) $(PYTEST) -rs tests/e2e/test_slurm.py
+	MWMS_TEST_SLURM=$(MWMS_TEST_SLURM) $(PYTEST) -rs tests/e2e/test_slurm.py \
+	  tests/unit/test_slurm_resolver.py::test_expand_hostlist_matches_scontrol
 
 lint: venv-exists
 	$(BIN)/ruff check mwms_mpi tests scripts

@@ -120,9 +120,14 @@ def _dumps(dump: Path, n: int) -> list[np.ndarray]:
 
 
 def _assert_steps_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:
-    """Every replica's weights after every step equal the 1-rank run's (``want``)."""
+    """Every replica's weights after every step equal the 1-rank run's (``want``).
+
+    Every caller compares at least one step of at least one replica: an empty dump fails.
+    """
     assert got.shape[0] == want.shape[0], f"{what}: {got.shape[0]} steps, not {want.shape[0]}"
-    for replica in range(got.shape[1] if got.size else 0):
+    assert got.ndim == 3 and got.shape[0] > 0 and got.shape[1] > 0, f"{what}: dump {got.shape}"
+    assert got.shape[2:] == want.shape[1:] and want.size > 0, f"{what}: {got.shape}, {want.shape}"
+    for replica in range(got.shape[1]):
         worst = float(np.abs(got[:, replica] - want).max())
         assert worst < 1e-10, f"{what}, replica {replica}: max difference {worst:.3g}"
 

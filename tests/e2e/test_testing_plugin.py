@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.launch import REPO_ROOT, run_mpi, write_script
+from tests.support.launch import REPO_ROOT, json_records, run_mpi, write_script
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -105,3 +105,72 @@ def test_without_the_flag_the_plugin_stays_out_of_the_way(tmp_path: Path) -> Non
         PYTEST, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# A user's own project: no conftest, no hypothesis profile of its own. Each rank prints one
+# record of what it saw (``-s``: the other ranks' reporters are silenced, their prints are not).
+USER_PROJECT = """
+    import json
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+    from mpi4py import MPI
+
+    DRAWS = []
+
+
+    @given(st.lists(st.integers(), max_size=4), st.floats(allow_nan=False))
+    def test_draws(xs, x):
+        DRAWS.append([xs, x])
+
+
+    def test_same_draws_and_own_tmp_path(tmp_path, tmp_path_factory):
+        comm = MPI.COMM_WORLD
+        (tmp_path / "owner").write_text(str(comm.rank))
+        comm.Barrier()
+        record = {
+            "rank": comm.rank,
+            "draws": DRAWS,
+            "tmp_path": str(tmp_path),
+            "basetemp": str(tmp_path_factory.getbasetemp()),
+            "owner": (tmp_path / "owner").read_text(),
+        }
+        print(json.dumps(record), flush=True)
+        everyone = comm.allgather(record)
+        assert all(r["draws"] == DRAWS for r in everyone), "ranks drew different examples"
+        assert len({r["basetemp"] for r in everyone}) == comm.size, "a basetemp is shared"
+"""
+
+
+@pytest.mark.parametrize("load", ["entry point", "-p mwms_mpi.testing"])
+def test_a_users_project_gets_per_rank_tmp_paths_and_the_same_draws(
+    tmp_path: Path, load: str
+) -> None:
+    # The user's project lies outside this repository, so this project's conftest (which loads
+    # the hypothesis profile itself) is not read: the plugin alone must do both.
+    project = tmp_path / "project"
+    project.mkdir()
+    write_script(project, "test_user.py", USER_PROJECT)
+    env = {"MWMS_TEST_MAX_EXAMPLES": "12", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": ""}
+    argv = [*PYTEST, "-s", "--mwms-mpi"]
+    if load != "entry point":  # pytest's plugin autoload off: the documented `-p`
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        argv = [*PYTEST, "-p", "mwms_mpi.testing", "-s", "--mwms-mpi"]
+    result = run_mpi(2, argv, cwd=project, env=env, timeout=60)
+    assert result.returncode == 0, result.describe()
+    assert result.stdout.count("2 passed") == 1, result.describe()
+    records = sorted(json_records(result.stdout), key=lambda r: r["rank"])
+    assert [r["rank"] for r in records] == [0, 1], result.describe()
+    # identical draws, and the plugin's profile's (MWMS_TEST_MAX_EXAMPLES), not hypothesis's 100
+    assert records[0]["draws"] == records[1]["draws"], result.describe()
+    assert 1 < len(records[0]["draws"]) <= 12, records[0]["draws"]
+    # each rank's own tmp_path, under its own basetemp, with no other rank's files in it. Plain
+    # pytest's basetemps differ too (numbered per process, cleaned up by whichever rank comes
+    # next: the race the plugin avoids), so the plugin's shows in the name: one per rank.
+    bases = [Path(r["basetemp"]) for r in records]
+    assert bases[0] != bases[1] and not bases[0].is_relative_to(bases[1]), bases
+    assert not bases[1].is_relative_to(bases[0]), bases
+    for r, record in enumerate(records):
+        assert bases[r].name.endswith(f"-rank{r}"), bases
+        assert Path(record["tmp_path"]).is_relative_to(bases[r]), record
+        assert record["owner"] == str(r), record

@@ -210,19 +210,29 @@ def test_broadcast_from_every_root(comm: Communicator, dtype: str) -> None:
 
 
 def test_timeouts_that_do_not_expire_change_nothing(comm: Communicator) -> None:
+    # Every call first, then every check: a rank whose result is wrong must not leave the
+    # others waiting for it in the next collective (30 s here).
     opts = CommunicationOptions(timeout_seconds=30)
-    x = rank_array((3, 3), "float64", comm.rank)
-    out = comm.all_reduce(x, options=opts)
-    np.testing.assert_array_equal(out, reduce_reference(Op.SUM, _everyone(comm, (3, 3), "float64")))
-    out = comm.batch_all_reduce([x, x[0]], options=opts)
-    np.testing.assert_array_equal(out[1], out[0][0])
-    comm.barrier(options=opts)
-    assert comm.broadcast(x, options=opts).shape == (3, 3)
     everyone = _everyone(comm, (3, 3), "float64")
-    np.testing.assert_array_equal(comm.all_gather(x, options=opts), np.concatenate(everyone))
+    x = everyone[comm.rank]
     uneven = x[: 1 + comm.rank % 2]  # unequal row counts (Allgatherv) beside equal (Allgather)
+    reduced = comm.all_reduce(x, options=opts)
+    batch = comm.batch_all_reduce([x, x[0]], options=opts)
+    comm.barrier(options=opts)
+    broadcasts = [comm.broadcast(x, root=root, options=opts) for root in range(comm.size)]
+    gathered = comm.all_gather(x, options=opts)
+    gathered_uneven = comm.all_gather(uneven, options=opts)
+
+    total = reduce_reference(Op.SUM, everyone)
+    np.testing.assert_array_equal(reduced, total)
+    assert [o.shape for o in batch] == [(3, 3), (3,)]
+    np.testing.assert_array_equal(batch[0], total)
+    np.testing.assert_array_equal(batch[1], reduce_reference(Op.SUM, [e[0] for e in everyone]))
+    for root, out in enumerate(broadcasts):
+        np.testing.assert_array_equal(out, everyone[root])
+    np.testing.assert_array_equal(gathered, np.concatenate(everyone))
     want = np.concatenate([a[: 1 + r % 2] for r, a in enumerate(everyone)])
-    np.testing.assert_array_equal(comm.all_gather(uneven, options=opts), want)
+    np.testing.assert_array_equal(gathered_uneven, want)
 
 
 @pytest.mark.mpi(min_size=2)

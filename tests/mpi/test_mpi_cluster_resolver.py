@@ -13,6 +13,7 @@ from mwms_mpi.cluster import multi_worker_util as mwu
 from mwms_mpi.cluster.mpi import check_mpi_world
 from mwms_mpi.distribute.cluster_resolver import MPIClusterResolver
 from mwms_mpi.train import ClusterSpec
+from tests.support.mpi import all_ranks_ok
 
 pytestmark = pytest.mark.mpi
 
@@ -107,16 +108,27 @@ def test_sub_communicator(comm: Any, world: list[tuple[int, str]]) -> None:
         sub.Free()
 
 
-def test_resolver_state_is_fixed_after_construction(comm: Any) -> None:
+def test_resolver_state_is_fixed_after_construction(
+    comm: Any, world: list[tuple[int, str]]
+) -> None:
     r = MPIClusterResolver()
-    first = r.cluster_spec()
-    # No further collectives: only rank 0 asks again, and nothing hangs.
+    given = MPIClusterResolver(num_accelerators={"CPU": 3})
+    addresses, _ = reference(world, 8888)
+    # No further collectives: only rank 0 asks, and nothing hangs; the answers are the
+    # independently gathered facts, and a caller's edit of a returned dict changes nothing.
+    problems = []
     if comm.Get_rank() == 0:
-        assert r.cluster_spec() == first
-        assert r.num_accelerators() == r.num_accelerators()
+        if r.cluster_spec() != ClusterSpec({"worker": addresses}):
+            problems.append(f"cluster_spec {r.cluster_spec()}, expected {addresses}")
+        asked = given.num_accelerators()
+        asked["CPU"] = 1
+        if given.num_accelerators() != {"CPU": 3}:
+            problems.append(f"num_accelerators {given.num_accelerators()}, given {{'CPU': 3}}")
+        if importlib.util.find_spec("cupy") is None and r.num_accelerators() != {}:
+            problems.append(f"num_accelerators {r.num_accelerators()} without CuPy")
     r.task_type, r.task_id = "chief", 0  # settable, as on every ClusterResolver
     assert (r.task_type, r.task_id) == ("chief", 0)
-    comm.Barrier()
+    assert all_ranks_ok(comm, not problems), problems
 
 
 def test_launcher_agrees_with_world() -> None:

@@ -52,10 +52,25 @@ def _backend() -> tuple[StagingBackend, HostRuntime]:
 @pytest.mark.parametrize("blocking", [True, False])
 @pytest.mark.parametrize("op", [Op.SUM, Op.MAX])
 @pytest.mark.parametrize(
-    ("count", "dtype"), [(1, "float64"), (16, "int32"), (101, "float32"), (300, "int64")]
+    ("count", "dtype", "pieces"),
+    [  # one copy each way up to PIPELINE bytes, else one per CHUNK-byte chunk (worked by hand)
+        (1, "float64", 1),  # 8 B
+        (16, "int32", 1),  # 64 B
+        (32, "int32", 1),  # 128 B = PIPELINE: still one piece
+        (33, "int32", 3),  # 132 B: 16 + 16 + 1 elements
+        (101, "float32", 7),  # 404 B: 6 chunks of 16 elements and one of 5
+        (300, "int64", 38),  # 2400 B: 37 chunks of 8 elements and one of 4
+    ],
 )
 def test_staged_all_reduce_equals_numpy(
-    comm: Any, test_comm: Any, count: int, dtype: str, op: Op, blocking: bool, in_place: bool
+    comm: Any,
+    test_comm: Any,
+    count: int,
+    dtype: str,
+    pieces: int,
+    op: Op,
+    blocking: bool,
+    in_place: bool,
 ) -> None:
     backend, runtime = _backend()
     everyone = [rank_array((count,), dtype, r, count) for r in range(comm.size)]
@@ -65,7 +80,6 @@ def test_staged_all_reduce_equals_numpy(
         recv[...] = everyone[comm.rank]
     else:
         send = everyone[comm.rank].copy()
-    pieces = len(backend.bounds(count, recv.dtype.itemsize))
     request = backend.all_reduce(comm, send, recv, op, blocking)
     if blocking:
         assert request is None
@@ -143,7 +157,9 @@ def test_cuda_mpi_stages_below_the_crossover_only(comm: Any, test_comm: Any) -> 
     request = backend.all_reduce(comm, None, large, Op.SUM, False)  # a deadline: staged
     assert request is not None and wait_all([request], Deadline(30.0))
     total = comm.size * (comm.size - 1) // 2
-    small_pieces, large_pieces = len(staging.bounds(63, 4)), len(staging.bounds(64, 4))
+    # Both are above PIPELINE (128 B), so staged in CHUNK-byte (16-float) chunks: 16+16+16+15
+    # and 4 x 16 elements.
+    small_pieces, large_pieces = 4, 4
     ok = staged_small == small_pieces and direct_large
     ok = ok and runtime.copies["to_host"] == small_pieces + large_pieces
     ok = ok and bool(np.all(small == total) and np.all(large == total * comm.size))

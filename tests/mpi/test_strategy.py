@@ -19,7 +19,6 @@ from mwms_mpi.distribute.collective_all_reduce_strategy import CollectiveAllRedu
 from mwms_mpi.train import ClusterSpec
 from mwms_mpi.types import CommunicationOptions, ReduceOp
 from mwms_mpi.values import IndexedSlices, Mirrored, PerReplica
-from mwms_mpi.values.indexed_slices import to_dense
 
 pytestmark = pytest.mark.mpi
 
@@ -113,7 +112,7 @@ def test_reduce_to_mirrored_mean_is_identity_and_strings_accepted(strategy: Any)
     n = strategy.num_replicas_in_sync
     for op in ("sum", "SUM", "Sum"):
         assert strategy.reduce(op, pr, axis=None) == n * (n - 1) / 2
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^'PROD' is not a valid ReduceOp$"):  # TF 2.21's
         strategy.reduce("prod", pr, axis=None)
 
 
@@ -176,9 +175,11 @@ def test_all_gather_dtype_mismatch_between_local_replicas_raises(strategy: Any) 
     if _k(strategy) == 1:
         pytest.skip("needs two local replicas")
     per_replica = PerReplica((np.zeros(1, np.float32), np.zeros(1, np.int32)))
-    with pytest.raises(errors.InvalidArgumentError):
+    both = r"(float32\[1\] and int32\[1\]|int32\[1\] and float32\[1\])"
+    with pytest.raises(errors.InvalidArgumentError, match=f"^all_gather: replicas passed {both}"):
         strategy.gather(per_replica, axis=0)
-    with pytest.raises(errors.InvalidArgumentError):
+    both = r"(float64\[1\] and float64\[1, 1\]|float64\[1, 1\] and float64\[1\])"
+    with pytest.raises(errors.InvalidArgumentError, match=f"^all_gather: replicas passed {both}"):
         strategy.gather(PerReplica((np.zeros(1), np.zeros((1, 1)))), axis=0)
 
 
@@ -187,36 +188,60 @@ def test_all_gather_mismatch_between_workers_raises_on_every_rank(strategy: Any,
     rank, size = _rank_size()
     if size == 1:
         pytest.skip("needs two workers")
+    # Rank 0 differs from every other rank: each rank's message names its own layout first,
+    # then a rank whose layout differs (the agreement's words, the same at every world size).
     if what == "dtype":
         mine = np.zeros(2, np.float32 if rank == 0 else np.int32)
+        layouts, kind = (r"\(\*,\) float32", r"\(\*,\) int32"), "dtype "
     else:
         mine = np.zeros((2,) if rank == 0 else (2, 1), np.float32)
-    with pytest.raises(errors.InvalidArgumentError):
+        layouts, kind = (r"\(\*,\) float32", r"\(\*, 1\) float32"), ""
+    own, other = (layouts[0], layouts[1]) if rank == 0 else (layouts[1], layouts[0])
+    expected = rf"^Strategy\.gather on rank {rank}: {kind}{own} != {other} on rank \d+ "
+    with pytest.raises(errors.InvalidArgumentError, match=expected):
         strategy.gather(strategy.run(lambda: mine), axis=0)
 
 
 # 8 ---------------------------------------------------------------------------------------
 
 
+DENSE_SHAPE = (3, 2)
+
+
+def _slice_parts(r: int) -> tuple[np.ndarray, np.ndarray]:
+    """Replica r's sparse gradient: 1 or 2 rows (repeated indices), row r % 3."""
+    rows = r % 2 + 1
+    return np.array([[r + 1.0, 2.0]] * rows, np.float32), np.array([r % 3] * rows, np.int64)
+
+
 def _slices(r: int) -> IndexedSlices:
-    return IndexedSlices(
-        np.array([[r + 1.0, 2.0]] * (r % 2 + 1), np.float32),
-        np.array([r % 3] * (r % 2 + 1), np.int64),
-        np.array([3, 2], np.int64),
-    )
+    return IndexedSlices(*_slice_parts(r), np.array(DENSE_SHAPE, np.int64))
+
+
+def _densify(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """The dense tensor of sparse rows, in plain numpy (rows at a repeated index add up)."""
+    dense = np.zeros(DENSE_SHAPE, np.float64)
+    np.add.at(dense, indices, values)
+    return dense
 
 
 @pytest.mark.parametrize("op", ["SUM", "MEAN"])
-def test_indexed_slices_reduce_matches_dense(strategy: Any, op: str) -> None:
+def test_indexed_slices_reduce_concatenates_every_replicas_rows(strategy: Any, op: str) -> None:
+    # TF all-gathers the rows in replica order and, for MEAN, divides the values by the number
+    # of replicas (test_strategy_local.py pins TF's output); never densified.
     n = strategy.num_replicas_in_sync
-    sparse = strategy.run(lambda: _slices(_rid()))
-    dense = strategy.run(lambda: to_dense(_slices(_rid())))
-    out = strategy.reduce(op, sparse, axis=None)
+    out = strategy.reduce(op, strategy.run(lambda: _slices(_rid())), axis=None)
     assert isinstance(out, IndexedSlices)
-    np.testing.assert_array_equal(
-        out.indices, np.concatenate([_slices(r).indices for r in range(n)])
-    )
-    np.testing.assert_allclose(to_dense(out), strategy.reduce(op, dense, axis=None), rtol=1e-6)
+    values = np.concatenate([_slice_parts(r)[0] for r in range(n)])
+    indices = np.concatenate([_slice_parts(r)[1] for r in range(n)])
+    if op == "MEAN":  # float32 / n, correctly rounded (a float64 quotient rounds to the same)
+        values = (values.astype(np.float64) / n).astype(np.float32)
+    np.testing.assert_array_equal(out.indices, indices)
+    assert out.values.dtype == np.float32
+    np.testing.assert_array_equal(out.values, values)
+    np.testing.assert_array_equal(np.asarray(out.dense_shape), DENSE_SHAPE)
+    dense = sum(_densify(*_slice_parts(r)) for r in range(n)) / (n if op == "MEAN" else 1)
+    np.testing.assert_allclose(_densify(out.values, out.indices), dense, rtol=1e-6)
 
 
 def test_batch_reduce_mixed_dense_and_sparse_in_order(strategy: Any) -> None:
@@ -230,8 +255,11 @@ def test_batch_reduce_mixed_dense_and_sparse_in_order(strategy: Any) -> None:
     ]
     assert out[0] == out[2] == pytest.approx((n - 1) / 2)
     assert isinstance(out[1], IndexedSlices)
-    expected = sum(to_dense(_slices(r)) for r in range(n)) / n
-    np.testing.assert_allclose(to_dense(out[1]), expected, rtol=1e-6)
+    expected = sum(_densify(*_slice_parts(r)) for r in range(n)) / n
+    np.testing.assert_allclose(_densify(out[1].values, out[1].indices), expected, rtol=1e-6)
+    np.testing.assert_array_equal(
+        out[1].indices, np.concatenate([_slice_parts(r)[1] for r in range(n)])
+    )
 
 
 # 9 ---------------------------------------------------------------------------------------

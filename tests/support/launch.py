@@ -93,7 +93,9 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         name: value
         for name, value in os.environ.items()
-        if not name.startswith(LAUNCHER_PREFIXES) and name not in LAUNCHER_NAMES
+        if not name.startswith(LAUNCHER_PREFIXES)
+        and name not in LAUNCHER_NAMES
+        and name != "MWMS_TEST_SKIP_LOG"  # a child pytest's skips are not this run's
     }
     env["OMP_NUM_THREADS"] = "1"
     env["OPENBLAS_NUM_THREADS"] = "1"

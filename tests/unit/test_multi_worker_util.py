@@ -67,10 +67,11 @@ def test_leaders() -> None:
     assert mwu.coordination_leader({}) == ""
     assert mwu.collective_leader({}, None, None) == ""
     assert mwu.collective_leader({"evaluator": ["e"]}, "evaluator", 0) == ""
-    # TF raises a bare AssertionError from an `assert` here.
-    with pytest.raises(AssertionError):
+    # TF raises a bare AssertionError from an `assert` here (no message); ours says which
+    # jobs are missing, so that an unrelated internal `assert` cannot pass for it.
+    with pytest.raises(AssertionError, match=r"^No 'ps', 'chief' or 'worker' job in "):
         mwu.coordination_leader({"evaluator": ["e"]})
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"^No 'chief' or 'worker' job in "):
         mwu.collective_leader({"ps": ["e"]}, "ps", 0)
 
 
