@@ -195,8 +195,10 @@ class CallState:
         self.poisoned = why
 
     def internal(self, op_name: str, n: int, exc: Exception) -> errors.InternalError:
-        """Translates an MPI library error; the communicator's state is unknown after it."""
-        self.poisoned = f"{op_name} (call {n}) on rank {self.rank} failed in MPI: {exc}"
+        """Translates an error of MPI (or of a backend's library, such as NCCL); the
+        communicator's state is unknown after it."""
+        where = "in MPI" if type(exc).__module__.startswith("mpi4py") else f"({type(exc).__name__})"
+        self.poisoned = f"{op_name} (call {n}) on rank {self.rank} failed {where}: {exc}"
         self.usable = False
         return errors.InternalError(None, op_name, self.poisoned, rank=self.rank)
 

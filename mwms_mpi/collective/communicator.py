@@ -124,7 +124,8 @@ class Communicator(Reductions):
         self._pool = BufferPool()
         self._plans = Plans(self.rank, self.size, self._pool)
         self._reduce_plans = self._plans.reduces
-        self._mpi_error: type[Exception] = MPI.Exception
+        # MPI's errors and the backends' libraries' (NCCL's), translated alike
+        self._mpi_error = (MPI.Exception, *(e for b in self._backends for e in b.errors))
         process_watch().register(self._state, spans_world(base))
         if self._transport.warning:
             _log.warning(self._transport.warning)

@@ -47,7 +47,7 @@ class Reductions:
     _plans: Plans
     _reduce_plans: dict[Any, ReducePlan]
     _options: CommunicationOptions
-    _mpi_error: type[Exception]
+    _mpi_error: tuple[type[Exception], ...]
 
     def all_reduce(
         self,

@@ -70,8 +70,8 @@ if ((dry)); then
   run_py=("$V/bin/python" "$root/tests/support/fake_cupy_run.py")  # the fake CuPy first
   offload=0
   aware=1
-  expect_mpich="staging"
-  expect_impi="cuda_mpi"
+  expect_mpich="1=nccl,staging"  # the fake has an NCCL double: at one rank AUTO takes it
+  expect_impi="1=nccl,cuda_mpi"
 else
   PYTHON=${PYTHON:-python3}
   V=${V:-/tmp/mwms-device}

@@ -5,12 +5,22 @@ MPI (the ``mpich`` wheel: CuPy arrays are staged; Intel MPI with ``I_MPI_OFFLOAD
 to the CUDA-aware MPI), with ``MWMS_TEST_EXPECT_TRANSPORT`` naming the transport the run must
 have chosen. Without CuPy or a GPU every test here is collected and skipped, saying why (CI).
 ``make test-gpu-fake`` runs them on any machine with ``tests/support/fake_cupy.py`` in CuPy's
-place: that checks the package's handling of device arrays, not CUDA.
+place: that checks the package's handling of device arrays, not CUDA. Its NCCL is a double
+(``tests/support/fake_nccl.py``) that checks the calls, their order across ranks, streams and
+groups, and moves the data over MPI; :func:`gpu_per_rank` gives each rank a fake GPU of its own
+so that NCCL runs at any world size there.
+
+Under the fake, a test comparing a "GPU" result with the same computation on the host compares
+numpy with numpy: such tests carry the marker ``fake_gpu_not_evidence``, and the run's summary
+says that those that ran under the fake are not GPU evidence (on a GPU the marker changes
+nothing).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +30,7 @@ import pytest
 
 FAKE_ENV = "MWMS_TEST_FAKE_CUPY"
 EXPECT_TRANSPORT_ENV = "MWMS_TEST_EXPECT_TRANSPORT"
+NOT_EVIDENCE = "fake_gpu_not_evidence"
 HERE = Path(__file__).parent
 
 
@@ -42,6 +53,16 @@ def _find_cupy() -> tuple[types.ModuleType | None, str]:
 
 
 CUPY, KIND = _find_cupy()
+FAKE = KIND == "fake"
+_not_evidence: list[str] = []  # the marked tests that passed under the fake
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{NOT_EVIDENCE}: compares a GPU result with the host's; under the fake CuPy both are "
+        "numpy, so a pass there is not evidence about GPUs",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -54,6 +75,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if FAKE and report.when == "call" and report.passed and NOT_EVIDENCE in report.keywords:
+        _not_evidence.append(report.nodeid)
+
+
+def _world_rank() -> int:
+    module = sys.modules.get("mpi4py.MPI")
+    return int(module.COMM_WORLD.Get_rank()) if module is not None else 0
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Under the fake, names the passed tests whose GPU-vs-host comparison was numpy's twice."""
+    if not _not_evidence or _world_rank() != 0:
+        return
+    terminalreporter.write_sep("=", f"{NOT_EVIDENCE}: {len(_not_evidence)} passed")
+    terminalreporter.write_line(
+        "Under the fake CuPy these compared numpy with numpy: not GPU evidence (make test-gpu "
+        "on a GPU is):"
+    )
+    for nodeid in sorted(_not_evidence):
+        terminalreporter.write_line(f"  {nodeid}")
+
+
+@contextlib.contextmanager
+def gpu_per_rank() -> Iterator[None]:
+    """Under the fake, each rank's fake GPU is its own while the block runs (so a transport
+    decided in it can be NCCL at any world size); on real GPUs, the machine's layout."""
+    if not FAKE:
+        yield
+        return
+    from tests.support import fake_cupy
+
+    with fake_cupy.own_gpus():
+        yield
+
+
 @pytest.fixture(scope="session")
 def cp() -> types.ModuleType:
     """``cupy`` (or the fake, under ``MWMS_TEST_FAKE_CUPY=1``)."""
@@ -64,7 +121,7 @@ def cp() -> types.ModuleType:
 @pytest.fixture(scope="session")
 def fake() -> bool:
     """Whether the fake CuPy runs (no CUDA: what only a GPU shows is skipped)."""
-    return KIND == "fake"
+    return FAKE
 
 
 @pytest.fixture(scope="module")

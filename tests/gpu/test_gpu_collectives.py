@@ -5,7 +5,8 @@ host, moves it to its GPU, and compares the device result (which must still be a
 on the same GPU, of the same dtype) with a serial numpy reduction of every rank's data. The
 transport is whatever the communicator's ranks agreed (``MWMS_TEST_EXPECT_TRANSPORT`` says
 which one the run must get): staging under a non-CUDA-aware MPI, CUDA-aware MPI under Intel MPI
-with ``I_MPI_OFFLOAD=1``, NCCL where every rank has a GPU of its own.
+with ``I_MPI_OFFLOAD=1``, NCCL where every rank has a GPU of its own. Under the fake CuPy the
+same tests also run through the NCCL double with a fake GPU per rank (``nccl-gpu-per-rank``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from mwms_mpi._config import switches
 from mwms_mpi.cli.bench import environment
 from mwms_mpi.collective import Communicator, Op, transport
 from mwms_mpi.types import CommunicationOptions
-from tests.gpu.conftest import expected_transport
+from tests.gpu.conftest import FAKE, expected_transport, gpu_per_rank
 from tests.mpi.test_collective_properties import NUMERIC, reductions, shapes
 from tests.support.mpi import all_ranks_ok
 from tests.support.reference import rank_array, reduce_reference
@@ -39,12 +40,23 @@ SMALL_TUNING = {
 }
 
 
-@pytest.fixture(scope="module", params=["default", "small-tuning"])
+NCCL_OPTIONS = CommunicationOptions(implementation="NCCL")
+
+
+@pytest.fixture(
+    scope="module",
+    params=["default", "small-tuning", *(["nccl-gpu-per-rank"] if FAKE else [])],
+)
 def comm(request: pytest.FixtureRequest, cp: types.ModuleType) -> Iterator[Communicator]:
-    """The default transport, then the same with tiny chunks and crossover (every path)."""
-    env = SMALL_TUNING if request.param == "small-tuning" else None
-    with environment(env or {}):
-        c = Communicator(name=f"gpu-{request.param}")
+    """The default transport, then the same with tiny chunks and crossover (every path); under
+    the fake, NCCL with a fake GPU per rank too (on GPUs the default is NCCL where it can be)."""
+    if request.param == "nccl-gpu-per-rank":
+        with gpu_per_rank():
+            c = Communicator(options=NCCL_OPTIONS, name="gpu-nccl")
+    else:
+        env = SMALL_TUNING if request.param == "small-tuning" else None
+        with environment(env or {}):
+            c = Communicator(name=f"gpu-{request.param}")
     yield c
     c.close()
 
@@ -63,6 +75,8 @@ def test_the_transport_is_agreed_and_expected(comm: Communicator, test_comm: Any
     everyone = test_comm.allgather(comm.transport)
     assert all_ranks_ok(test_comm, all(t == everyone[0] for t in everyone))
     want = expected_transport(comm.size)
+    if comm.transport.requested == "NCCL":
+        want = "nccl"
     if want is not None:
         assert comm.transport.name == want, comm.describe()
     assert comm.transport.name in comm.describe()
@@ -176,6 +190,7 @@ def test_host_and_device_arrays_in_one_call_are_refused_everywhere(
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.fake_gpu_not_evidence
 def test_deterministic_sums_on_device_are_numpys_bits(
     cp: types.ModuleType, comm: Communicator, test_comm: Any, dtype: str
 ) -> None:

@@ -1,10 +1,13 @@
-"""NCCL: its collectives at one rank, and its refusal of ranks that share a GPU, found first.
+"""NCCL: its collectives, on the caller's stream, and its refusal of ranks that share a GPU.
 
 NCCL refuses two ranks on one device (research/gpu_machine.md), so on a machine with one GPU
 its multi-rank path (the unique id made on rank 0 and broadcast over MPI, the collectives, the
 abort) runs at one rank only; ``tests/mpi/test_staging.py`` runs the id exchange through MPI at
-any size. With several ranks on one GPU, asking for NCCL must fail on every rank, naming the
-ranks and the GPU, before NCCL is started.
+any size. Under the fake CuPy (``make test-gpu-fake``, every CI run) each rank gets a fake GPU
+of its own and the NCCL double (``tests/support/fake_nccl.py``) runs these tests at every world
+size: it checks the calls' arguments and order across ranks, their stream and groups, and moves
+the data over MPI, so a wrong routing fails here by error or by value. With several ranks on one
+GPU, asking for NCCL must fail on every rank, naming the ranks and the GPU, before NCCL starts.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pytest
 
 from mwms_mpi.collective import Communicator, Op, transport
 from mwms_mpi.types import CommunicationOptions
+from tests.gpu.conftest import gpu_per_rank
 from tests.support.mpi import all_ranks_ok
 from tests.support.reference import rank_array, reduce_reference
 
@@ -38,12 +42,13 @@ def _everyone_facts(test_comm: Any) -> list[transport.DeviceFacts]:
 
 @pytest.fixture(scope="module")
 def nccl(cp: types.ModuleType, test_comm: Any) -> Iterator[Communicator]:
-    facts = _everyone_facts(test_comm)
-    if not all(f.nccl for f in facts):
-        pytest.skip("NCCL does not load here (cupy.cuda.nccl.available is False)")
-    if transport.shared_gpus(facts):
-        pytest.skip("ranks share a GPU: NCCL refuses them (see the test of that refusal)")
-    c = Communicator(options=NCCL, name="nccl")
+    with gpu_per_rank():  # the fake: a GPU per rank; real GPUs: the machine's layout
+        facts = _everyone_facts(test_comm)
+        if not all(f.nccl for f in facts):
+            pytest.skip("NCCL does not load here (cupy.cuda.nccl.available is False)")
+        if transport.shared_gpus(facts):
+            pytest.skip("ranks share a GPU: NCCL refuses them (see the test of that refusal)")
+        c = Communicator(options=NCCL, name="nccl")
     yield c
     c.close()
 
@@ -94,6 +99,33 @@ def test_nccl_batch_gather_broadcast(
     want = np.concatenate([e[: r + 1] for r, e in enumerate(everyone)])
     ok = ok and np.array_equal(cp.asnumpy(gathered), want)
     ok = ok and np.array_equal(cp.asnumpy(cast), everyone[root])
+    assert all_ranks_ok(test_comm, ok) and nccl.poisoned is None
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_nccl_collectives_on_the_callers_stream(
+    cp: types.ModuleType, nccl: Communicator, test_comm: Any, non_blocking: bool
+) -> None:
+    """Under a stream of the caller's, the collectives queue on it: read there, the results
+    are complete (the double refuses another stream, and lands results on the one given)."""
+    everyone = [rank_array((257,), "float64", r, 3) for r in range(nccl.size)]
+    sizes = [(r * 5) % 7 for r in range(nccl.size)]
+    stream = cp.cuda.Stream(non_blocking=non_blocking)
+    with stream:
+        x = cp.asarray(everyone[nccl.rank])
+        reduced = nccl.all_reduce(x, Op.MAX)
+        batch = nccl.batch_all_reduce([x, x[:9]], Op.SUM)
+        gathered = nccl.all_gather(x[: sizes[nccl.rank]], 0)
+        cast = nccl.broadcast(x, 0)
+        got = [cp.asnumpy(v) for v in (reduced, *batch, gathered, cast)]
+    want = [
+        reduce_reference(Op.MAX, everyone),
+        reduce_reference(Op.SUM, everyone),
+        reduce_reference(Op.SUM, [e[:9] for e in everyone]),
+        np.concatenate([e[:n] for e, n in zip(everyone, sizes, strict=True)]),
+        everyone[0],
+    ]
+    ok = all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
     assert all_ranks_ok(test_comm, ok) and nccl.poisoned is None
 
 

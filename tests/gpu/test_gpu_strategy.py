@@ -1,7 +1,9 @@
 """Every strategy API on CuPy arrays, at any world size, against serial numpy references.
 
 The strategy runs on the GPU the way a program gets it (``MultiWorkerMirroredStrategy()`` on a
-machine with CuPy and a GPU: one replica per rank on its node-local rank's GPU). Replica r (its
+machine with CuPy and a GPU: one replica per rank on its node-local rank's GPU); under the fake
+CuPy, also with a fake GPU per rank, so that its collectives go through the NCCL double at every
+world size (``gpu-per-rank``). Replica r (its
 global id) contributes data made from r alone, on its GPU; every result must be a CuPy array on
 that GPU and equal the numpy reduction of every replica's data, computed on every rank.
 """
@@ -22,15 +24,25 @@ from mwms_mpi import data, optimizers, train
 from mwms_mpi.distribute.cluster_resolver import MPIClusterResolver
 from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
 from mwms_mpi.values import MirroredVariable, SyncOnReadVariable
+from tests.gpu.conftest import FAKE, gpu_per_rank
 from tests.support.mpi import all_ranks_ok
 from tests.support.reference import rank_array
 
 pytestmark = pytest.mark.mpi
 
 
-@pytest.fixture(scope="module")
-def strategy(cp: types.ModuleType) -> Iterator[ds.MultiWorkerMirroredStrategy]:
-    yield ds.MultiWorkerMirroredStrategy()
+@pytest.fixture(scope="module", params=["default", *(["gpu-per-rank"] if FAKE else [])])
+def strategy(
+    request: pytest.FixtureRequest, cp: types.ModuleType
+) -> Iterator[ds.MultiWorkerMirroredStrategy]:
+    if request.param == "gpu-per-rank":
+        with gpu_per_rank():
+            made = ds.MultiWorkerMirroredStrategy()
+        communicator = made.extended.communicator
+        assert communicator is None or communicator.transport.name == "nccl"
+        yield made
+    else:
+        yield ds.MultiWorkerMirroredStrategy()
 
 
 def _rid() -> int:
@@ -162,6 +174,7 @@ def test_sync_on_read_variables_aggregate_on_the_gpu(
 
 
 @pytest.mark.parametrize("name", ["sgd", "adam"])
+@pytest.mark.fake_gpu_not_evidence
 def test_optimizers_step_on_the_gpu_as_on_the_host(
     strategy: Any, cp: Any, test_comm: Any, name: str
 ) -> None:
@@ -235,4 +248,37 @@ def test_a_strategy_kept_on_the_cpu_keeps_numpy(cp: Any, test_comm: Any) -> None
         v = mwms_mpi.Variable(np.ones(2, np.float32))
     got = cpu.reduce("SUM", cpu.run(lambda: v.read_value()), axis=None)
     ok = ok and type(got) is np.ndarray and float(got[0]) == cpu.num_replicas_in_sync
+    assert all_ranks_ok(test_comm, ok)
+
+
+def test_two_gpus_per_worker_reduce_on_the_first_and_across_workers(
+    cp: Any, test_comm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """k = 2 replicas per worker, each on its GPU: the local sum on the first replica's GPU,
+    then the workers' transport (under the fake: a GPU each, so NCCL, at 2 ranks and more)."""
+    if FAKE:
+        from tests.support.fake_cupy import GPUS_ENV
+
+        monkeypatch.setenv(GPUS_ENV, "2")
+    elif cp.cuda.runtime.getDeviceCount() < 2 * test_comm.size:
+        pytest.skip("needs two GPUs per rank")
+    resolver = MPIClusterResolver(num_accelerators={"GPU": 2})
+    with gpu_per_rank():
+        strategy = ds.MultiWorkerMirroredStrategy(resolver)
+    communicator = strategy.extended.communicator
+    ok = communicator is None or communicator.transport.name == "nccl"
+
+    def make() -> Any:
+        return cp.asarray(rank_array((6,), "float64", _rid()))
+
+    x = strategy.run(make)
+    local = strategy.experimental_local_results(x)
+    ok = ok and [v.device.id for v in local] == [local[0].device.id, local[0].device.id + 1]
+    want = sum(rank_array((6,), "float64", r) for r in _replicas(strategy))
+    got = strategy.reduce("SUM", x, axis=None)
+    ok = ok and isinstance(got, cp.ndarray) and np.array_equal(cp.asnumpy(got), want)
+    summed = strategy.run(lambda v: ds.get_replica_context().all_reduce("SUM", v), args=(x,))
+    ok = ok and all(
+        np.array_equal(cp.asnumpy(v), want) for v in strategy.experimental_local_results(summed)
+    )
     assert all_ranks_ok(test_comm, ok)

@@ -5,32 +5,63 @@ real one (``make test-gpu``). Installed with :func:`install` (``MWMS_TEST_FAKE_C
 module plays ``cupy``, ``cupy.cuda`` and ``cupyx`` so that the same suites run on any machine:
 what they then check is the package's routing of device arrays (kinds, agreed layouts,
 transports, placement on replicas' devices, results that stay device arrays, checkpoint and
-input paths), never CUDA itself: copies are host copies, streams run at once, NCCL does not
-load, and every "GPU" is a host buffer. Like CuPy, its arrays refuse to mix with numpy arrays
-in arithmetic, so a path that forgets to move a value where it belongs fails here too.
+input paths), never CUDA itself: copies are host copies and every "GPU" is a host buffer. Like
+CuPy, its arrays refuse to mix with numpy arrays in arithmetic, so a path that forgets to move a
+value where it belongs fails here too.
+
+``cupy.cuda.nccl`` is an NCCL double (``fake_nccl.py``): it checks the NCCL calls' arguments,
+call order across ranks, streams and groups, and moves the data over MPI. Its results are queued
+on CUDA-like streams (``fake_streams.py``): array operations here run at once, on the current
+stream, after what is queued there, so a result read on a stream that was not ordered after it
+is stale. Every process's GPU 0 has one PCI bus id, so ranks on one host share a GPU (and NCCL
+refuses them) unless :func:`own_gpus` (or ``MWMS_TEST_FAKE_CUPY_OWN_GPUS=1``) gives each rank
+its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import os
 import sys
-import threading
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from tests.support import fake_nccl, fake_streams
+from tests.support.fake_streams import Event, Stream
+
 GPUS_ENV = "MWMS_TEST_FAKE_CUPY_GPUS"  # how many fake GPUs a process sees (default 1)
-_current = threading.local()  # the current device, per thread, as CUDA's
+OWN_GPUS_ENV = "MWMS_TEST_FAKE_CUPY_OWN_GPUS"  # "1": each rank's GPUs are its own (bus ids)
+_own = [os.environ.get(OWN_GPUS_ENV) == "1"]
+_current_id = fake_streams.current_device
+_touch = fake_streams.before_access  # before an operation on a stream (default: the current)
 
 
 def _device_count() -> int:
     return int(os.environ.get(GPUS_ENV, "1"))
 
 
-def _current_id() -> int:
-    return int(getattr(_current, "id", 0))
+@contextlib.contextmanager
+def own_gpus(on: bool = True) -> Iterator[None]:
+    """Within the block, each MPI rank's fake GPUs are physically its own (distinct PCI bus ids):
+    what a transport decision made then sees is a GPU per rank, so NCCL can be chosen."""
+    saved, _own[0] = _own[0], on
+    try:
+        yield
+    finally:
+        _own[0] = saved
+
+
+def _bus_id(device: int) -> str:
+    index = 0x17 + int(device)
+    if _own[0]:
+        from mpi4py import MPI
+
+        index += MPI.COMM_WORLD.Get_rank() * _device_count()
+    return f"0000:{index:02X}:00.0"
 
 
 class ndarray(np.ndarray):
@@ -45,6 +76,7 @@ class ndarray(np.ndarray):
         arrays = [*inputs, *kwargs.get("out", ())]
         if any(type(a) is np.ndarray for a in arrays):  # CuPy refuses host arrays here
             raise TypeError(f"Unsupported type {np.ndarray} (fake cupy: a host array mixed in)")
+        _touch()
         plain = [a.view(np.ndarray) if isinstance(a, ndarray) else a for a in inputs]
         if "out" in kwargs:
             kwargs["out"] = tuple(o.view(np.ndarray) for o in kwargs["out"])
@@ -55,13 +87,28 @@ class ndarray(np.ndarray):
     def device(self) -> Device:
         return Device(self._device_id)
 
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        _touch()
+        return super().__array_function__(func, types, args, kwargs)
+
+    def __getitem__(self, key: Any) -> Any:
+        _touch()
+        return super().__getitem__(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _touch()
+        super().__setitem__(key, value)
+
     @property
     def data(self) -> Any:
-        return types.SimpleNamespace(ptr=self.__array_interface__["data"][0])
+        """CuPy's ``MemoryPointer``: taking ``ptr`` registers the allocation for the NCCL
+        double (its extent, device and this array's dtype)."""
+        return types.SimpleNamespace(ptr=fake_streams.register(self, self._device_id))
 
     def get(
         self, stream: Any = None, order: str = "C", out: Any = None, blocking: bool = True
     ) -> Any:
+        _touch(stream)  # a copy on that stream (default: the current one), after its work
         host = self.view(np.ndarray)
         if out is None:
             return np.array(host, order=order)
@@ -71,24 +118,34 @@ class ndarray(np.ndarray):
     def set(self, arr: Any, stream: Any = None) -> None:
         if isinstance(arr, ndarray):
             raise TypeError("fake cupy: set() takes a host array")
+        _touch(stream)
         np.copyto(self.view(np.ndarray), arr)
 
     def astype(
         self, dtype: Any, order: str = "K", casting: Any = None, copy: bool = True, **kw: Any
     ) -> Any:
+        _touch()
         out = self.view(np.ndarray).astype(dtype, order=order, copy=copy)
         return out if out is self.view(np.ndarray) and not copy else _wrap(out, self._device_id)
 
     def copy(self, order: str = "C") -> Any:
+        _touch()
         return _wrap(self.view(np.ndarray).copy(order=order), self._device_id)
 
     def item(self, *args: Any) -> Any:
+        _touch()
         return self.view(np.ndarray).item(*args)
 
+    def tobytes(self, order: Any = "C") -> bytes:
+        _touch()
+        return self.view(np.ndarray).tobytes(order)
+
     def __float__(self) -> float:
+        _touch()
         return float(self.view(np.ndarray))
 
     def __int__(self) -> int:
+        _touch()
         return int(self.view(np.ndarray))
 
 
@@ -123,59 +180,24 @@ class Device:
         self._saved: list[int] = []
 
     def use(self) -> None:
-        _current.id = self.id
+        fake_streams.set_current_device(self.id)
 
     def synchronize(self) -> None:
-        pass
+        fake_streams.synchronize_device(self.id)
 
     def __enter__(self) -> Device:
         self._saved.append(_current_id())
-        _current.id = self.id
+        fake_streams.set_current_device(self.id)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _current.id = self._saved.pop()
+        fake_streams.set_current_device(self._saved.pop())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Device) and other.id == self.id
 
     def __hash__(self) -> int:
         return self.id
-
-
-class Event:
-    """Work on a fake stream is done when it is queued: every event has completed."""
-
-    done = True
-
-    def record(self, stream: Any = None) -> None:
-        pass
-
-    def synchronize(self) -> None:
-        pass
-
-
-class Stream:
-    def __init__(self, non_blocking: bool = False) -> None:
-        self.ptr = id(self)
-
-    def record(self, event: Any = None) -> Event:
-        return Event()
-
-    def wait_event(self, event: Any) -> None:
-        pass
-
-    def synchronize(self) -> None:
-        pass
-
-    def __enter__(self) -> Stream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-
-_NULL = Stream()
 
 
 def _module(name: str, **attrs: Any) -> types.ModuleType:
@@ -194,6 +216,7 @@ class _Cupy(types.ModuleType):
             return found
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            _touch()
             out = kwargs.get("out")
             if out is not None:
                 kwargs["out"] = out.view(np.ndarray)
@@ -204,22 +227,26 @@ class _Cupy(types.ModuleType):
 
 
 def _asarray(value: Any, dtype: Any = None) -> Any:
+    _touch()
     if isinstance(value, ndarray) and value._device_id == _current_id():
         return value if dtype is None else value.astype(dtype, copy=False)
     return _wrap(np.array(_host(value), dtype=dtype))
 
 
 def _array(value: Any, dtype: Any = None, copy: bool = True) -> Any:
+    _touch()
     return _wrap(np.array(_host(value), dtype=dtype, copy=True))
 
 
 def _copyto(dst: Any, src: Any, casting: str = "same_kind") -> None:
     if type(src) is np.ndarray:
         raise TypeError("fake cupy: copyto from a host array")
+    _touch()
     np.copyto(dst.view(np.ndarray), _host(src), casting=casting)
 
 
-def _asnumpy(value: Any) -> Any:
+def _asnumpy(value: Any, stream: Any = None) -> Any:
+    _touch(stream)
     return np.array(_host(value))
 
 
@@ -241,15 +268,16 @@ def install() -> types.ModuleType:
         getDeviceCount=_device_count,
         getDevice=_current_id,
         setDevice=lambda i: Device(i).use(),
-        deviceGetPCIBusId=lambda i: f"0000:{0x17 + int(i):02X}:00.0",
+        deviceGetPCIBusId=_bus_id,
+        deviceSynchronize=lambda: fake_streams.synchronize_device(_current_id()),
     )
-    nccl = _module("cupy.cuda.nccl", available=False)
+    nccl = _module("cupy.cuda.nccl", **fake_nccl.module_attributes())
     cuda = _module(
         "cupy.cuda",
         Device=Device,
         Event=Event,
         Stream=Stream,
-        get_current_stream=lambda: _NULL,
+        get_current_stream=lambda device_id=None: fake_streams.current_stream(device_id),
         runtime=runtime,
         nccl=nccl,
     )

@@ -27,6 +27,9 @@ class CollectiveBackend(Protocol):
 
     name: str
     xp: Any  # the array module: numpy, cupy
+    errors: tuple[type[Exception], ...]
+    """The library's own exceptions beside MPI's (NCCL's ``NcclError``): the communicator
+    translates them as it does MPI's (``InternalError``, the communicator poisoned)."""
 
     def supports(self, array: object) -> bool:
         """Whether this backend can run collectives on ``array``."""

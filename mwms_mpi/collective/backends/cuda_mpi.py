@@ -34,6 +34,7 @@ class CudaMPIBackend:
     """
 
     name = "cuda_mpi"
+    errors: tuple[type[Exception], ...] = ()  # MPI's are the communicator's already
 
     def __init__(
         self, mpi: types.ModuleType, staging: StagingBackend, min_device_bytes: int

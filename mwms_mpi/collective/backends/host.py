@@ -18,6 +18,7 @@ class HostBackend:
     """numpy buffers handed to MPI directly (``Allreduce``, ``Allgatherv``, ``Bcast``)."""
 
     name = "host"
+    errors: tuple[type[Exception], ...] = ()  # MPI's are the communicator's already
     xp: Any = np
 
     def __init__(self, mpi: types.ModuleType) -> None:

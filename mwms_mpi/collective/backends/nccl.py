@@ -98,6 +98,7 @@ class NcclBackend:
 
         self._cupy = cupy
         self._nccl = nccl
+        self.errors: tuple[type[Exception], ...] = (nccl.NcclError,)
         self._staging = staging
         self._mpi_comm = comm
         self._rank, self._size = comm.Get_rank(), comm.Get_size()

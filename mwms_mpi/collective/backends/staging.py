@@ -103,6 +103,7 @@ class StagingBackend:
     """
 
     name = "staging"
+    errors: tuple[type[Exception], ...] = ()  # MPI's are the communicator's already
 
     def __init__(
         self,
