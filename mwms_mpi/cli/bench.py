@@ -17,11 +17,12 @@ by the data ``Allreduce``. ``check=first`` is the same call with
 ``MWMS_MPI_CHECK=first`` (agree a layout on first use only, unsafe): the cost of the agreement.
 ``timeline`` is the same call on a communicator recording ``MWMS_MPI_TIMELINE``: the cost of
 the timeline when it is on (off, a communicator has no timeline code on its path at all).
-``raw+alloc`` (a new output array per call, what naive code does) is measured on its own,
-not interleaved, because its page faults and cache misses would slow whatever runs next;
-beside it ``all_reduce(keep)``, a program that keeps every result (nothing can be recycled,
-so it pays a fresh allocation per call: its baseline is ``raw+alloc``). The hand-packed
-baseline pays for its own packing and unpacking.
+``raw+alloc`` (a new output array per call, kept) and ``all_reduce(keep)`` (ours, every
+result kept) are a program that keeps every result: nothing can be recycled, so both pay
+fresh memory per call, and ``all_reduce(keep)`` is compared with ``raw+alloc``. They are
+measured on their own, not interleaved with the others, because their page faults and cache
+misses would slow whatever runs next. Raw outputs of 2 MB and more are on huge pages of their
+own, as our results are. The hand-packed baseline pays for its own packing and unpacking.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _mpi
-from mwms_mpi.collective import Communicator, timeline
+from mwms_mpi.collective import Communicator, host_memory, timeline
 from mwms_mpi.collective.agreement import CHECK_ENV
 from mwms_mpi.config.experimental import disable_op_determinism, enable_op_determinism
 from mwms_mpi.distribute import MultiWorkerMirroredStrategy, ReduceOp
@@ -85,7 +86,10 @@ def raw_cases(comm: Any, check: Any, x: np.ndarray) -> Case:
     and a raw call into a buffer of its own measured 1.09-1.2x slower at 1 MB than that.
     """
     MPI = _mpi.mpi()
-    recv, pair_recv = np.empty_like(x), np.empty_like(x)
+    # on huge pages of their own from 2 MB up, as our results are (host_memory.py): an output
+    # glibc serves from heap memory touched before as 4 KB pages made a 16 MB raw call 1.2x
+    # slower, and whether it did depended on what earlier cases had allocated and freed
+    recv, pair_recv = host_memory.empty(x.shape, x.dtype), host_memory.empty(x.shape, x.dtype)
     flag, flags = np.zeros(2, dtype=np.int64), np.empty(2, dtype=np.int64)
 
     def raw_pair() -> None:
@@ -109,14 +113,18 @@ def _reducer(communicator: Communicator, x: np.ndarray) -> Callable[[], object]:
 
 
 def fresh_output_case(comm: Any, ours: Communicator, nbytes: int, kept: list[Any]) -> Case:
-    """A raw call into a new output each time, and ours keeping every result in ``kept`` (the
-    caller empties it after the measurement)."""
+    """A program that keeps every result: a raw call into a new output each time and ours,
+    both keeping what they get in ``kept`` (the caller empties it after the measurement), so
+    that neither can reuse memory."""
     MPI = _mpi.mpi()
     x = np.ones(nbytes // 4, dtype=np.float32)
-    return {
-        "raw+alloc": lambda: comm.Allreduce(x, np.empty_like(x), MPI.SUM),
-        "all_reduce(keep)": lambda: kept.append(ours.all_reduce(x)),
-    }
+
+    def raw_alloc() -> None:
+        out = np.empty_like(x)
+        comm.Allreduce(x, out, MPI.SUM)
+        kept.append(out)
+
+    return {"raw+alloc": raw_alloc, "all_reduce(keep)": lambda: kept.append(ours.all_reduce(x))}
 
 
 def packed_baseline(comm: Any, arrays: list[np.ndarray]) -> Callable[[], list[np.ndarray]]:
