@@ -62,7 +62,15 @@ def _assert_aborted_promptly(result: LaunchResult, by_mpi_abort: bool = True) ->
     assert result.returncode != 0, result.describe()
     assert not result.killed, result.describe()
     assert not result.launcher_timed_out, result.describe()
-    assert result.mpi_aborted == by_mpi_abort, result.describe()
+    if by_mpi_abort and not result.mpi_aborted:
+        # Under load hydra was seen to drop the MPI library's own "application called
+        # MPI_Abort" line (CI, once in two runs, with other jobs on the 2-core machine): the
+        # package's line, written just before MPI_Abort, stands in for it, as long as the
+        # launcher did not report a rank that simply exited (which it words differently).
+        assert "aborting the job" in result.stderr, result.describe()
+        assert "BAD TERMINATION" not in result.output, result.describe()
+    else:
+        assert result.mpi_aborted == by_mpi_abort, result.describe()
     assert result.wall_s < PROMPT_S, result.describe()
 
 

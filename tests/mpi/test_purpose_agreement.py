@@ -22,33 +22,16 @@ import pytest
 import mwms_mpi
 import mwms_mpi.distribute as ds
 from mwms_mpi import errors
-from mwms_mpi._mpi import mpi
 from mwms_mpi.collective import Communicator
 from mwms_mpi.data import Dataset
 from mwms_mpi.distribute.cluster_resolver import MPIClusterResolver
 from mwms_mpi.train import Checkpoint
-from tests.support.mpi import all_ranks_ok
+from tests.support.mpi import all_ranks_ok, odd_rank, rank_size, replica_id, still_works
 
 pytestmark = pytest.mark.mpi
 
 A = mwms_mpi.VariableAggregation
 S = mwms_mpi.VariableSynchronization
-
-
-def _rank_size() -> tuple[int, int]:
-    comm = mpi().COMM_WORLD
-    return comm.Get_rank(), comm.Get_size()
-
-
-def _odd() -> bool:
-    rank, size = _rank_size()
-    return size > 1 and rank == size - 1
-
-
-def _rid() -> int:
-    ctx = ds.get_replica_context()
-    assert ctx is not None
-    return int(ctx.replica_id_in_sync_group)
 
 
 def _metric(strategy: Any, name: str, dtype: Any = np.float32) -> Any:
@@ -57,7 +40,7 @@ def _metric(strategy: Any, name: str, dtype: Any = np.float32) -> Any:
         m = mwms_mpi.Variable(
             np.zeros((), dtype), name=name, synchronization=S.ON_READ, aggregation=A.SUM
         )
-    strategy.run(lambda: m.assign_add(np.asarray(_rid() + 1, dtype)))
+    strategy.run(lambda: m.assign_add(np.asarray(replica_id() + 1, dtype)))
     return m
 
 
@@ -66,17 +49,11 @@ def _serial(strategy: Any) -> float:
     return float(n * (n + 1) // 2)
 
 
-def _still_works(strategy: Any) -> None:
-    out = strategy.reduce("sum", strategy.run(lambda: np.full(3, _rid(), np.float64)), axis=None)
-    n = strategy.num_replicas_in_sync
-    np.testing.assert_array_equal(out, np.full(3, n * (n - 1) / 2))
-
-
 def _raises_naming(
     strategy: Any, test_comm: Any, call: Callable[[], Any], texts: Callable[[int], list[str]]
 ) -> None:
     """Every rank raises ``InvalidArgumentError``, naming ``texts(rank)``; one rank: no error."""
-    rank, size = _rank_size()
+    rank, size = rank_size()
     if size == 1:
         call()
         return
@@ -88,7 +65,7 @@ def _raises_naming(
         ok = isinstance(exc, errors.InvalidArgumentError) and not missing
         outcome = "" if ok else f"{type(exc).__name__}: {exc} (missing {missing})"
     assert all_ranks_ok(test_comm, not outcome), f"rank {rank}: {outcome}"
-    _still_works(strategy)
+    still_works(strategy)
 
 
 # -- item 3, exactly as reported ---------------------------------------------------------------
@@ -99,7 +76,7 @@ def test_item3_chief_only_print_of_a_metric_against_a_reduce(
 ) -> None:
     # rank 0: print(metric.numpy()); rank 1: strategy.reduce(SUM) of the same dtype. Both
     # printed wrong numbers (each got the other's value added), exit 0.
-    rank, size = _rank_size()
+    rank, size = rank_size()
     metric = _metric(strategy, "accuracy")
 
     def program() -> None:
@@ -119,7 +96,7 @@ def test_item3_chief_only_print_of_a_metric_against_a_reduce(
 
 
 def test_equivalent_reads_on_different_ranks_match(strategy: Any, test_comm: Any) -> None:
-    rank, _ = _rank_size()
+    rank, _ = rank_size()
     metric = _metric(strategy, "accuracy")
     reads: list[Callable[[], Any]] = [
         metric.read_value,
@@ -134,7 +111,7 @@ def test_equivalent_reads_on_different_ranks_match(strategy: Any, test_comm: Any
 
 def test_reading_another_metric_on_one_rank(strategy: Any, test_comm: Any) -> None:
     accuracy, loss = _metric(strategy, "accuracy"), _metric(strategy, "loss")
-    read = (loss if _odd() else accuracy).read_value
+    read = (loss if odd_rank() else accuracy).read_value
     texts = ["SyncOnRead read of `accuracy` on rank", "SyncOnRead read of `loss` on rank"]
     _raises_naming(strategy, test_comm, read, lambda r: texts)
 
@@ -144,7 +121,7 @@ def test_a_checkpoint_reads_a_metric_with_the_same_purpose(
 ) -> None:
     # rank 0 writes a checkpoint of `accuracy` while the others read `loss`: the save's read
     # is "SyncOnRead read of `accuracy`", named as such; nothing is written.
-    rank, size = _rank_size()
+    rank, size = rank_size()
     accuracy, loss = _metric(strategy, "accuracy"), _metric(strategy, "loss")
     prefix = tmp_path / f"rank{rank}" / "ckpt"
     if size == 1:
@@ -163,7 +140,7 @@ def test_a_cross_replica_assign_against_a_read(strategy: Any, test_comm: Any) ->
     before = comm.calls if comm is not None else 0
     metric.assign(np.float32(6.0), read_value=False)  # no read back: no collective at all
     assert (comm.calls if comm is not None else 0) == before
-    call = (lambda: metric.assign(np.float32(0.0))) if _odd() else metric.read_value
+    call = (lambda: metric.assign(np.float32(0.0))) if odd_rank() else metric.read_value
     texts = ["SyncOnReadVariable.assign of `accuracy` on rank", "SyncOnRead read of `accuracy`"]
     _raises_naming(strategy, test_comm, call, lambda r: texts)
 
@@ -180,7 +157,7 @@ def test_errors_where_nothing_communicates_stay_on_their_rank(
         )
     comm = strategy.extended._communicator
     before = comm.calls if comm is not None else 0
-    if _odd() or _rank_size()[1] == 1:
+    if odd_rank() or rank_size()[1] == 1:
         with pytest.raises(ValueError, match="does not support `assign_add`"):
             metric.assign_add(np.float32(1.0), read_value=False)
         with pytest.raises(ValueError):
@@ -194,7 +171,7 @@ def test_replica_updates_of_a_mirrored_variable_name_their_method(
 ) -> None:
     with strategy.scope():
         w = mwms_mpi.Variable(np.zeros(2, np.float32), name="w", aggregation=A.SUM)
-    odd = _odd()
+    odd = odd_rank()
 
     def step() -> Any:
         g = np.ones(2, np.float32)
@@ -206,8 +183,8 @@ def test_replica_updates_of_a_mirrored_variable_name_their_method(
 
 def test_variables_created_in_another_order(strategy: Any, test_comm: Any) -> None:
     # TF broadcasts by creation order: `b` would start from the chief's `w` (equal shapes).
-    rank, _ = _rank_size()
-    names = ["b", "w"] if _odd() else ["w", "b"]
+    rank, _ = rank_size()
+    names = ["b", "w"] if odd_rank() else ["w", "b"]
 
     def create() -> None:
         with strategy.scope():
@@ -223,11 +200,11 @@ def test_end_of_data_against_another_call(strategy: Any, test_comm: Any) -> None
     dataset = strategy.experimental_distribute_dataset(Dataset.range(4 * n).batch(2 * n))
     iterator = iter(dataset)
     # next() and get_next_as_optional() take the same step: they match.
-    first = iterator.get_next_as_optional().get_value() if _odd() else next(iterator)
+    first = iterator.get_next_as_optional().get_value() if odd_rank() else next(iterator)
     local = [np.asarray(v) for v in strategy.experimental_local_results(first)]
     assert all(len(v) == 2 for v in local)
     ones = strategy.run(lambda: np.float32(1.0))
-    call = (lambda: next(iterator)) if _odd() else (lambda: strategy.reduce("SUM", ones, None))
+    call = (lambda: next(iterator)) if odd_rank() else (lambda: strategy.reduce("SUM", ones, None))
     texts = ["DistributedIterator end-of-data check on rank", "Strategy.reduce on rank"]
     _raises_naming(strategy, test_comm, call, lambda r: texts)
 
@@ -258,7 +235,9 @@ def sited(request: pytest.FixtureRequest) -> Iterator[Any]:
 def test_callsite_the_same_line_everywhere_agrees(sited: Any, test_comm: Any) -> None:
     n = sited.num_replicas_in_sync
     for _ in range(3):
-        out = sited.reduce("SUM", sited.run(lambda: np.full(2, _rid(), np.float32)), axis=None)
+        out = sited.reduce(
+            "SUM", sited.run(lambda: np.full(2, replica_id(), np.float32)), axis=None
+        )
         assert all_ranks_ok(test_comm, np.array_equal(out, np.full(2, n * (n - 1) / 2)))
 
 
@@ -266,7 +245,7 @@ def test_callsite_the_same_api_from_other_lines_raises_naming_both(
     sited: Any, test_comm: Any
 ) -> None:
     x = sited.run(lambda: np.ones(2, np.float32))
-    odd = _odd()
+    odd = odd_rank()
     first = _line() + 2
     if odd:
         call = lambda: sited.reduce("SUM", x, axis=None)  # noqa: E731
@@ -278,7 +257,7 @@ def test_callsite_the_same_api_from_other_lines_raises_naming_both(
 
 def test_callsite_in_a_replica_function_names_the_line_in_it(sited: Any, test_comm: Any) -> None:
     # With k = 2 the merge runs in the main thread; the line is the replica function's.
-    odd = _odd()
+    odd = odd_rank()
     first = _line() + 5
 
     def fn() -> Any:
@@ -299,7 +278,7 @@ def test_callsite_raw_communicator_calls_name_their_lines(monkeypatch: Any, test
         assert all_ranks_ok(test_comm, np.array_equal(c.all_reduce(x), x * c.size))
         if c.size == 1:
             return
-        odd, first = _odd(), _line() + 3
+        odd, first = odd_rank(), _line() + 3
         try:
             if odd:
                 c.all_reduce(x)
@@ -319,7 +298,7 @@ def test_other_modes_ignore_lines_while_a_callsite_communicator_lives(
 ) -> None:
     # `strategy` runs in the default mode: calls from different lines still agree there.
     x = strategy.run(lambda: np.ones(2, np.float32))
-    if _odd():  # noqa: SIM108 (two lines: that is the point)
+    if odd_rank():
         out = strategy.reduce("SUM", x, axis=None)
     else:
         out = strategy.reduce("SUM", x, axis=None)
@@ -328,8 +307,8 @@ def test_other_modes_ignore_lines_while_a_callsite_communicator_lives(
 
 
 def test_ranks_that_disagree_about_callsite_refuse_to_build(monkeypatch: Any) -> None:
-    if _rank_size()[1] == 1:
+    if rank_size()[1] == 1:
         pytest.skip("a disagreement needs two ranks")
-    monkeypatch.setenv("MWMS_MPI_CHECK", "callsite" if _odd() else "always")
+    monkeypatch.setenv("MWMS_MPI_CHECK", "callsite" if odd_rank() else "always")
     with pytest.raises(ValueError, match="ranks disagree about MWMS_MPI_CHECK"):
         Communicator(name="sites-modes")

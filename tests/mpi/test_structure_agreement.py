@@ -20,31 +20,13 @@ import pytest
 import mwms_mpi
 import mwms_mpi.distribute as ds
 from mwms_mpi import errors
-from mwms_mpi._mpi import mpi
 from mwms_mpi.values import IndexedSlices
-from tests.support.mpi import all_ranks_ok
+from tests.support.mpi import all_ranks_ok, odd_rank, rank_size, replica_id, still_works
 
 pytestmark = pytest.mark.mpi
 
 P = collections.namedtuple("P", ["a", "b"])
 Q = collections.namedtuple("Q", ["a", "b"])
-
-
-def _rank_size() -> tuple[int, int]:
-    comm = mpi().COMM_WORLD
-    return comm.Get_rank(), comm.Get_size()
-
-
-def _odd() -> bool:
-    """The diverging rank: the last one (none at one rank, where nothing can disagree)."""
-    rank, size = _rank_size()
-    return size > 1 and rank == size - 1
-
-
-def _rid() -> int:
-    ctx = ds.get_replica_context()
-    assert ctx is not None
-    return int(ctx.replica_id_in_sync_group)
 
 
 def _ctx() -> Any:
@@ -57,18 +39,12 @@ def _serial_sum(n: int, f: Callable[[int], np.ndarray]) -> np.ndarray:
     return np.sum([f(r) for r in range(n)], axis=0)
 
 
-def _still_works(strategy: Any) -> None:
-    out = strategy.reduce("sum", strategy.run(lambda: np.full(3, _rid(), np.float64)), axis=None)
-    n = strategy.num_replicas_in_sync
-    np.testing.assert_array_equal(out, np.full(3, n * (n - 1) / 2))
-
-
 def _raises_naming(
     strategy: Any, test_comm: Any, call: Callable[[], Any], texts: list[str], own: Any = None
 ) -> None:
     """Every rank raises (``InvalidArgumentError``; ``own`` on a rank that found its own
     argument invalid), and each message names every text in ``texts``."""
-    rank, size = _rank_size()
+    rank, size = rank_size()
     if size == 1:
         call()  # nothing to disagree with
         return
@@ -82,7 +58,7 @@ def _raises_naming(
         wrong = not isinstance(exc, expected)
         outcome = f"{type(exc).__name__}: {text}" if missing or wrong else ""
     assert all_ranks_ok(test_comm, not outcome), f"rank {rank}: {outcome}"
-    _still_works(strategy)
+    still_works(strategy)
 
 
 # -- item 2, exactly as reported ---------------------------------------------------------------
@@ -93,7 +69,7 @@ def test_item2_dict_keys_differ_between_ranks_raise_on_every_rank(
 ) -> None:
     # ReplicaContext.all_reduce("SUM", {"a": x, "b": y}) on rank 0, {"a": x, "c": y} on rank 1:
     # TF (and this library before) summed b with c and exited 0.
-    rank, size = _rank_size()
+    rank, size = rank_size()
     y = np.full(3, 2.0, np.float32)
 
     def fn() -> Any:
@@ -112,11 +88,11 @@ def test_item2_dict_keys_differ_between_ranks_raise_on_every_rank(
 
 
 def test_insertion_order_never_matters(strategy: Any, test_comm: Any) -> None:
-    rank, _ = _rank_size()
+    rank, _ = rank_size()
     n = strategy.num_replicas_in_sync
 
     def fn() -> Any:
-        r = _rid()
+        r = replica_id()
         a, b = np.full(2, r, np.float32), np.full(3, 10.0 * r, np.float64)
         value = {"a": a, "b": b} if rank % 2 == 0 else {"b": b, "a": a}
         return _ctx().all_reduce("SUM", value)
@@ -129,7 +105,7 @@ def test_insertion_order_never_matters(strategy: Any, test_comm: Any) -> None:
 
 
 def test_a_list_against_a_tuple(strategy: Any, test_comm: Any) -> None:
-    odd = _odd()
+    odd = odd_rank()
 
     def fn() -> Any:
         x = np.ones(2, np.float32)
@@ -140,7 +116,7 @@ def test_a_list_against_a_tuple(strategy: Any, test_comm: Any) -> None:
 
 def test_a_nested_sequence_of_another_length(strategy: Any, test_comm: Any) -> None:
     # Three arrays on every rank, grouped differently: [x, [x, x]] and [[x, x], x].
-    odd = _odd()
+    odd = odd_rank()
 
     def fn() -> Any:
         x = np.ones(2, np.float32)
@@ -151,7 +127,7 @@ def test_a_nested_sequence_of_another_length(strategy: Any, test_comm: Any) -> N
 
 
 def test_namedtuples_of_another_type_with_the_same_fields(strategy: Any, test_comm: Any) -> None:
-    odd = _odd()
+    odd = odd_rank()
 
     def fn(kind: Any) -> Any:
         x = np.ones(2, np.float32)
@@ -167,7 +143,7 @@ def test_namedtuples_of_another_type_with_the_same_fields(strategy: Any, test_co
 def test_a_none_leaf_on_one_rank(strategy: Any, test_comm: Any) -> None:
     # TF raises ValueError for a None leaf ("Attempt to convert a value (None) ..."); the rank
     # holding it raises that, the others are told instead of waiting in their all-reduce.
-    odd = _odd()
+    odd = odd_rank()
 
     def fn() -> Any:
         x = np.ones(2, np.float32)
@@ -181,7 +157,7 @@ def test_a_none_leaf_on_one_rank(strategy: Any, test_comm: Any) -> None:
 
 
 def test_dense_against_sparse(strategy: Any, test_comm: Any) -> None:
-    odd = _odd()
+    odd = odd_rank()
 
     def fn() -> Any:
         x = np.ones((3, 2), np.float32)
@@ -193,10 +169,10 @@ def test_dense_against_sparse(strategy: Any, test_comm: Any) -> None:
 
 
 def test_all_gather_of_dicts_with_other_keys(strategy: Any, test_comm: Any) -> None:
-    key = "c" if _odd() else "b"
+    key = "c" if odd_rank() else "b"
 
     def fn() -> Any:
-        x = np.full((1, 2), _rid(), np.float32)
+        x = np.full((1, 2), replica_id(), np.float32)
         return _ctx().all_gather({"a": x, key: x}, axis=0)
 
     texts = ["{'a': ., 'b': .}", "{'a': ., 'c': .}", "ReplicaContext.all_gather"]
@@ -204,7 +180,7 @@ def test_all_gather_of_dicts_with_other_keys(strategy: Any, test_comm: Any) -> N
 
 
 def test_batch_reduce_to_with_dense_and_sparse_swapped(strategy: Any, test_comm: Any) -> None:
-    odd = _odd()
+    odd = odd_rank()
     dense = np.ones(3, np.float32)
     sparse = IndexedSlices(np.ones((1, 3), np.float32), np.array([0]), np.array([3, 3]))
     pairs = [(sparse, sparse), (dense, dense)] if odd else [(dense, dense), (sparse, sparse)]
@@ -216,7 +192,7 @@ def test_batch_reduce_to_with_dense_and_sparse_swapped(strategy: Any, test_comm:
 def test_batch_reduce_to_of_a_generator_reads_it_once(strategy: Any, test_comm: Any) -> None:
     # The structure is taken from the pairs before they are reduced: a zip or generator must
     # still be reduced whole (TF takes any iterable of pairs).
-    values = [strategy.run(lambda i=i: np.full(2, _rid() + i, np.float32)) for i in range(3)]
+    values = [strategy.run(lambda i=i: np.full(2, replica_id() + i, np.float32)) for i in range(3)]
     out = strategy.extended.batch_reduce_to("SUM", zip(values, values, strict=True))
     n = strategy.num_replicas_in_sync
     got = [np.asarray(strategy.experimental_local_results(o)[0]) for o in out]
@@ -234,9 +210,9 @@ def test_a_nest_against_one_value_in_cross_replica_apis(
     # passing one raises that, and the others are told, naming its structure. A tuple of
     # arrays converts to one stacked array in TF and here: every rank is told, naming both.
     # (At one rank TF's rules for a plain value on one worker apply instead: not this test.)
-    if _rank_size()[1] == 1:
+    if rank_size()[1] == 1:
         pytest.skip("a disagreement needs two ranks")
-    odd = _odd()
+    odd = odd_rank()
     x = np.ones(2, np.float32)
     value: Any = ({"a": x} if nest == "dict" else (x,)) if odd else x
     calls = {
@@ -253,9 +229,9 @@ def test_a_nest_against_one_value_in_cross_replica_apis(
 
 
 def test_reduce_of_sparse_against_dense(strategy: Any, test_comm: Any) -> None:
-    if _rank_size()[1] == 1:
+    if rank_size()[1] == 1:
         pytest.skip("a disagreement needs two ranks (plain values on one worker: TF's rules)")
-    odd = _odd()
+    odd = odd_rank()
     sparse = IndexedSlices(np.ones((1, 3), np.float32), np.array([0]), np.array([3, 3]))
     value = sparse if odd else np.ones((1, 3), np.float32)
     texts = ["structure", "IndexedSlices", "(a single dense value)"]

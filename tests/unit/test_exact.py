@@ -135,16 +135,21 @@ def addend_sets(draw: Any) -> tuple[list[list[np.ndarray]], int]:
     return ranks, divisor
 
 
-@settings(max_examples=300)
-@given(addend_sets())
-def test_exact_sums_and_means_are_the_ieee_reference(case: Any) -> None:
-    ranks, divisor = case
+def _check_against_reference(ranks: list[list[np.ndarray]], divisor: int) -> None:
+    """The package's sum of ``ranks``' addends, over simulated ranks and in one process, has
+    the reference's bits."""
     flat = [a for local in ranks for a in local]
     want = _reference(flat, divisor)
     got = _over_ranks(ranks, divisor)
     assert same_values(got, want), (flat, divisor, got, want)
     alone = local_exact_sum(flat, divisor)
     assert same_values(alone, want), (flat, divisor, alone, want)
+
+
+@settings(max_examples=300)
+@given(addend_sets())
+def test_exact_sums_and_means_are_the_ieee_reference(case: Any) -> None:
+    _check_against_reference(*case)
 
 
 @st.composite
@@ -178,13 +183,7 @@ def near_the_grid(draw: Any) -> tuple[list[list[np.ndarray]], int]:
 @settings(max_examples=200)
 @given(near_the_grid())
 def test_addends_at_the_grids_last_place_are_the_ieee_reference(case: Any) -> None:
-    ranks, divisor = case
-    flat = [a for local in ranks for a in local]
-    want = _reference(flat, divisor)
-    got = _over_ranks(ranks, divisor)
-    assert same_values(got, want), (flat, divisor, got, want)
-    alone = local_exact_sum(flat, divisor)
-    assert same_values(alone, want), (flat, divisor, alone, want)
+    _check_against_reference(*case)
 
 
 @settings(max_examples=100)
