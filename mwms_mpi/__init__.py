@@ -4,11 +4,13 @@ Importing the package never initialises MPI; that happens on the first collectiv
 """
 
 from mwms_mpi import _lifecycle, _logging, config, data, distribute, errors, nn, train
+from mwms_mpi.train.module import Module
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
 from mwms_mpi.values import IndexedSlices, Variable
 
 __all__ = [
     "IndexedSlices",
+    "Module",
     "Variable",
     "VariableAggregation",
     "VariableSynchronization",

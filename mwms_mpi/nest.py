@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc as abc
+import enum
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -205,12 +206,18 @@ def describe(structure: Any, leaf: Callable[[Any], str]) -> str:
     return f"{cls.__qualname__}[" + ", ".join(items) + "]"
 
 
+_VALUE_KEYS = (str, bytes, int, float, complex, bool, type(None), enum.Enum)
+
+
 def _key_text(key: Any) -> str:
-    # A tuple's parts one by one; object.__repr__ holds an address, different per process.
-    cls = type(key)
-    if cls is tuple:
+    # Values whose repr is their value; a tuple part by part; anything else by its class's
+    # name: a repr of an object (a function, a class without a repr of its own, one whose repr
+    # shows id()) may hold an address, which differs between processes.
+    if type(key) is tuple:
         return "(" + "".join(_key_text(k) + ", " for k in key) + ")"
-    return repr(key) if cls.__repr__ is not object.__repr__ else f"<{cls.__qualname__}>"
+    if isinstance(key, _VALUE_KEYS):
+        return repr(key)
+    return f"<{type(key).__qualname__}>"
 
 
 def _truncate(value: Any, length: int) -> str:

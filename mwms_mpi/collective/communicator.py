@@ -140,6 +140,7 @@ class Communicator(Reductions):
             return
         state.closed = True
         state.usable = False
+        self._pool.clear(close=True)  # free buffers go now, leased ones with their last view
         if state.poisoned is None:
             for backend in self._backends:
                 backend.close()

@@ -232,7 +232,7 @@ class Plans:
             extra.append(("deterministic", True))
         extra.extend(device_extra(backend))
         layout = Layout("all_reduce", checked.value, ((dtype.name, shape),), tuple(extra))
-        results = self._pool.source(shape, native(dtype), backend.name, backend.empty)
+        results = self._pool.source(shape, native(dtype), backend.empty, backend.name)
         return ReducePlan(checked, layout, digest(layout), results, dtype.kind == "b", exact)
 
     def batch(

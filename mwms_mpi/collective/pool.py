@@ -18,7 +18,8 @@ finalizer (``__del__``), when nothing can reach it any more.
 Buffers are kept by size class (a quarter of a power of two, so at most 25% larger than asked
 for), so that arrays whose shapes change from call to call (variable-length batches) share a
 few buffers instead of each shape keeping its own; the free buffers are bounded per class and
-in bytes, the least recently used class giving way first.
+in bytes at every give-back, the least recently used class giving way first, and all go when
+the communicator is closed.
 
 Smaller results, and arrays of other dtypes, are fresh ``empty`` arrays: glibc serves them from
 its heap without page faults, and a lease costs about a microsecond. Device arrays are always
@@ -27,8 +28,8 @@ fresh: CuPy's own memory pool recycles device memory by ownership already.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -81,41 +82,35 @@ class Slot:
     """The free buffers of one size class; a plan on a hot path may keep its slot.
 
     Only the communicator's own thread takes from a slot; a lease may be finalised in any thread
-    (a replica thread dropping a result), and gives back with one ``list.append``, which is
-    atomic.
+    (a replica thread dropping a result). Every change of a free list goes through the pool's
+    lock, which also keeps the pool's count of free bytes.
     """
 
-    __slots__ = ("_free", "_pool", "last_used", "nbytes")
+    __slots__ = ("free", "last_used", "nbytes", "pool")
 
     def __init__(self, pool: BufferPool, nbytes: int) -> None:
-        self._pool = pool
-        self._free: list[tuple[np.ndarray, int]] = []  # (storage, its address)
+        self.pool = pool
+        self.free: list[tuple[np.ndarray, int]] = []  # (storage, its address)
         self.nbytes = nbytes
         self.last_used = 0
 
     def lease(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
         """A C-contiguous array of ``shape`` and ``dtype`` on a free buffer of this class (a new
         one if none is free), owned by a new lease."""
-        self.last_used = next(self._pool.clock)
-        try:
-            storage = self._free.pop()
-        except IndexError:
-            storage = self._pool.new_storage(self.nbytes)
+        storage = self.pool.reuse(self)
+        if storage is None:
+            storage = _new_storage(self.nbytes)
         return np.asarray(Lease(self, storage, shape, dtype))
 
     def give_back(self, storage: tuple[np.ndarray, int]) -> None:
-        """Keeps a buffer whose lease was finalised, unless the class has enough free."""
-        if len(self._free) < PER_CLASS:
-            self._free.append(storage)
+        """Keeps a buffer whose lease was finalised, within the pool's bounds."""
+        self.pool.keep(self, storage)
 
-    def free_bytes(self) -> int:
-        """The bytes of this class's free buffers."""
-        return len(self._free) * self.nbytes
 
-    def drop_one(self) -> None:
-        """Lets one free buffer go (to the allocator)."""
-        with contextlib.suppress(IndexError):
-            self._free.pop()
+def _new_storage(nbytes: int) -> tuple[np.ndarray, int]:
+    """A new buffer of ``nbytes`` (huge pages of its own when large) and its address."""
+    storage = host_memory.empty((nbytes,), np.uint8)
+    return storage, int(storage.ctypes.data)
 
 
 class Leased:
@@ -155,16 +150,20 @@ class BufferPool:
     """The recycled host buffers of one communicator, by size class.
 
     Args:
-      max_free_bytes: the most the pool keeps in free buffers; when a new buffer must be made
-        beyond it, free buffers of the least recently used classes are let go first.
+      max_free_bytes: the most the pool keeps in free buffers: a buffer given back beyond it
+        makes free buffers of the least recently used classes go first, or goes itself.
     """
 
     def __init__(self, max_free_bytes: int = MAX_FREE_BYTES) -> None:
         self._classes: dict[int, Slot] = {}
         self._max_free_bytes = max_free_bytes
-        self.clock = itertools.count(1)
+        self._free_bytes = 0
+        self._closed = False
+        self._clock = itertools.count(1)
+        # re-entrant: a garbage collection inside the lock may finalise a lease, which gives back
+        self._lock = threading.RLock()
 
-    def source(self, shape: tuple[int, ...], dtype: Any, backend_name: str, empty: Empty) -> Source:
+    def source(self, shape: tuple[int, ...], dtype: Any, empty: Empty, backend_name: str) -> Source:
         """Where results of ``shape`` and ``dtype`` come from: leases on the slot of their size
         class for large host arrays of a plain dtype, else fresh arrays from ``empty``."""
         dt = np.dtype(dtype)
@@ -184,31 +183,51 @@ class BufferPool:
     def take(self, shape: tuple[int, ...], dtype: Any, empty: Empty, backend_name: str) -> Any:
         """A new result of ``shape`` and ``dtype`` for ``backend_name``'s arrays: recycled
         memory nothing can reach any more, or a fresh array from ``empty``."""
-        return self.source(shape, dtype, backend_name, empty).take()
+        return self.source(shape, dtype, empty, backend_name).take()
 
     def host(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """A host (numpy) result or scratch buffer of ``shape`` and ``dtype``."""
         result: np.ndarray = self.take(shape, dtype, host_memory.empty, "host")
         return result
 
-    def new_storage(self, nbytes: int) -> tuple[np.ndarray, int]:
-        """A new buffer of ``nbytes`` (huge pages of its own when large), after letting free
-        buffers of the least recently used classes go while the pool keeps more than allowed."""
-        classes = sorted(self._classes.values(), key=lambda s: s.last_used)
-        free = sum(s.free_bytes() for s in classes)
-        for victim in classes:
-            while free + nbytes > self._max_free_bytes and victim.free_bytes():
-                victim.drop_one()
-                free -= victim.nbytes
-        storage = host_memory.empty((nbytes,), np.uint8)
-        return storage, int(storage.ctypes.data)
+    def reuse(self, slot: Slot) -> tuple[np.ndarray, int] | None:
+        """A free buffer of ``slot``'s class, or ``None``; marks the class as just used."""
+        with self._lock:
+            slot.last_used = next(self._clock)
+            if not slot.free:
+                return None
+            self._free_bytes -= slot.nbytes
+            return slot.free.pop()
+
+    def keep(self, slot: Slot, storage: tuple[np.ndarray, int]) -> None:
+        """Keeps a finalised lease's buffer as free, unless the class has :data:`PER_CLASS`
+        free or the pool is closed; free buffers of the least recently used other classes go
+        first when it would pass ``max_free_bytes``, and the buffer itself if that is not
+        enough (a buffer let go is unmapped, or returned to the heap, with its last view)."""
+        with self._lock:
+            if self._closed or len(slot.free) >= PER_CLASS:
+                return
+            if self._free_bytes + slot.nbytes > self._max_free_bytes:
+                for victim in sorted(self._classes.values(), key=lambda c: c.last_used):
+                    while victim is not slot and victim.free:
+                        if self._free_bytes + slot.nbytes <= self._max_free_bytes:
+                            break
+                        victim.free.pop()
+                        self._free_bytes -= victim.nbytes
+                if self._free_bytes + slot.nbytes > self._max_free_bytes:
+                    return
+            slot.free.append(storage)
+            self._free_bytes += slot.nbytes
 
     def free_bytes(self) -> int:
         """The bytes the pool keeps in free buffers (for tests and ``mwms-mpi info``)."""
-        return sum(s.free_bytes() for s in list(self._classes.values()))
+        return self._free_bytes
 
-    def clear(self) -> None:
-        """Lets every free buffer go; leased ones stay valid for whoever holds them."""
-        for s in list(self._classes.values()):
-            while s.free_bytes():
-                s.drop_one()
+    def clear(self, close: bool = False) -> None:
+        """Lets every free buffer go; leased ones stay valid for whoever holds them. With
+        ``close`` (the communicator is closed), buffers whose leases end later go too."""
+        with self._lock:
+            for slot in self._classes.values():
+                slot.free.clear()
+            self._free_bytes = 0
+            self._closed = self._closed or close

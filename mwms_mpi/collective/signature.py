@@ -84,7 +84,7 @@ def describe_signature(signature: Signature) -> str:
     head = ""
     context = signature.context
     if context is not None:
-        api, op, axis, kind, structure, site = (*context, "", "")[:6]
+        api, op, axis, kind, structure, site = context
         args = (
             op,
             axis and f"axis={axis}",
@@ -151,7 +151,7 @@ def difference(mine: Signature, theirs: Signature) -> tuple[str, str]:
     if mine.context != theirs.context:
         if mine.context is None or theirs.context is None:
             return describe_signature(mine), describe_signature(theirs)
-        ours, other = (*mine.context, "", "")[:6], (*theirs.context, "", "")[:6]
+        ours, other = mine.context, theirs.context
         if ours[0] != other[0]:
             return f"call {ours[0] or '(no API)'}", other[0] or "(no API)"
         for label, i in _CONTEXT_FIELDS:

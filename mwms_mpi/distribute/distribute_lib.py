@@ -28,7 +28,7 @@ from mwms_mpi.distribute.strategy_extended import (
 from mwms_mpi.types import ReduceOp, as_reduce_op, reduce_op_text
 from mwms_mpi.values import IndexedSlices
 from mwms_mpi.values.convert import as_array, truediv
-from mwms_mpi.values.structure import of as structure_of
+from mwms_mpi.values.structure import of_value
 
 __all__ = ["ReplicaContext", "RunOptions", "Strategy", "StrategyExtended"]
 
@@ -156,7 +156,7 @@ class Strategy:
         ext = self._extended
         axis_text = "" if axis is None else str(axis)
         op_text = reduce_op_text(reduce_op)
-        structure = structure_of(value)  # "" for one dense value: the context stays cached
+        structure = of_value(value)  # "" for one dense value: the context stays cached
         with api_call(ext._communicator, "Strategy.reduce", op_text, axis_text, "", structure):
             _context.require_cross_replica_or_default(ext)
             reduce_op = as_reduce_op(reduce_op)
@@ -189,7 +189,7 @@ class Strategy:
           NotImplementedError: for ``IndexedSlices``.
         """
         ext = self._extended
-        structure = structure_of(value)
+        structure = of_value(value)
         with api_call(ext._communicator, "Strategy.gather", axis=str(axis), structure=structure):
             _context.require_cross_replica_or_default(
                 ext,

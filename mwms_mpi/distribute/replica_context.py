@@ -100,12 +100,12 @@ class ReplicaContext:
         Returns:
           A nest of the same structure holding the reduced values (numpy arrays).
         """
-        structure = structure_of(value)
         op_text = reduce_op_text(reduce_op)
-        failed: Exception | None = None
+        structure, failed = "", None
         try:
+            structure = structure_of(value)
             flat = [v if type(v) is IndexedSlices else as_array(v) for v in nest.flatten(value)]
-        except (TypeError, ValueError) as exc:  # raised in the agreement, on every worker
+        except Exception as exc:  # any (2**70 overflows): raised in the agreement, everywhere
             flat, failed = [], exc
 
         def batch_all_reduce(strategy: Strategy, *value_flat: Any) -> list[Any]:
@@ -125,14 +125,14 @@ class ReplicaContext:
         Raises:
           NotImplementedError: for ``IndexedSlices``.
         """
-        structure = structure_of(value)
-        failed: Exception | None = None
+        structure, failed = "", None
         try:
+            structure = structure_of(value)
             flat = nest.flatten(value)
             if any(isinstance(v, IndexedSlices) for v in flat):
                 raise NotImplementedError("all_gather does not support IndexedSlices")
             flat = [as_array(v) for v in flat]
-        except (TypeError, ValueError, NotImplementedError) as exc:  # raised in the agreement
+        except Exception as exc:  # any: raised in the agreement, on every worker
             flat, failed = [], exc
 
         def batch_all_gather(strategy: Strategy, *value_flat: Any) -> list[Any]:

@@ -24,8 +24,7 @@ from mwms_mpi.types import (
 )
 from mwms_mpi.values import DistributedValues, select_replica
 from mwms_mpi.values.aggregation import UpdateContext, get_update_replica_id
-from mwms_mpi.values.structure import of as structure_of
-from mwms_mpi.values.structure import of_pairs
+from mwms_mpi.values.structure import of_pairs, of_value
 
 if TYPE_CHECKING:
     from mwms_mpi.distribute.distribute_lib import Strategy
@@ -74,7 +73,7 @@ class StrategyExtended:
           RuntimeError: in replica context.
         """
         api, op = "StrategyExtended.reduce_to", reduce_op_text(reduce_op)
-        with api_call(self._communicator, api, op, structure=structure_of(value)):
+        with api_call(self._communicator, api, op, structure=of_value(value)):
             _require_cross_replica(self)
             reduce_op = _check_reduce_op(reduce_op)
             if isinstance(destinations, list | tuple):

@@ -9,18 +9,21 @@ never take it.
 The lock records the job, host, pid (and the pid's start time, against pid reuse) of its
 holder. A lock held by another job is taken over only when that job is known to be gone:
 
-* the same job id as ours (a requeued Slurm job, a job restarted at another world size whose
-  chief is now another process): taken over at once;
+* the same job id as ours (a requeued Slurm job, whose steps are numbered from 0 again; a job
+  restarted at another world size whose chief is now another process): taken over at once.
+  Slurm's id includes the step (``SLURM_STEP_ID``): two ``srun`` steps of one allocation that
+  write one directory side by side are two jobs, judged as below;
 * on this host: its process has ended (or the pid now belongs to another process);
 * on another host, where no pid can be checked: its heartbeat (the lock file's modification
   time, refreshed every ``BEAT_S`` seconds by a daemon thread of the holder) is older than
   ``STALE_S`` seconds.
 
 Otherwise the write is refused with ``FailedPreconditionError`` naming the holder. A job id
-is the launcher's: Slurm's ``SLURM_JOB_ID`` (kept across requeues), PMIx's ``PMIX_NAMESPACE``
-(``prterun``, Open MPI 5); without either (MPICH's Hydra, a plain ``python``) it is the host and
-pid of the writing process, which is the launch's rank 0 (the chief, task 0, is rank 0), so
-it needs no collective. A lock is released when its process exits normally.
+is the launcher's: Slurm's ``SLURM_JOB_ID`` and step (kept across requeues), PMIx's
+``PMIX_NAMESPACE`` (``prterun``, Open MPI 5); without either (MPICH's Hydra, a plain
+``python``) it is the host and pid of the writing process, which is the launch's rank 0 (the
+chief, task 0, is rank 0), so it needs no collective. A lock is released when its process
+exits normally.
 
 Taking the lock is atomic (``os.link`` of a complete temporary file, which fails if the lock
 exists, also on NFS), and so is taking over a stale one (``os.rename`` to a unique name, then
@@ -56,10 +59,12 @@ _threads: list[threading.Thread] = []  # the heartbeat thread, while it runs
 
 
 def job_id(env: Mapping[str, str] | None = None) -> str:
-    """This job's id: the launcher's, else ``pid:<host>:<pid>`` of this (the writing) process."""
+    """This job's id: the launcher's (Slurm's job and step: two ``srun`` steps of one allocation
+    are two jobs here), else ``pid:<host>:<pid>`` of this (the writing) process."""
     slurm = _env.env_str("SLURM_JOB_ID", env)
     if slurm:
-        return f"slurm:{slurm}"
+        step = _env.env_str("SLURM_STEP_ID", env)  # steps of one job running side by side
+        return f"slurm:{slurm}" + (f".{step}" if step else "")
     pmix = _env.env_str("PMIX_NAMESPACE", env)
     if pmix:
         return f"pmix:{pmix}"

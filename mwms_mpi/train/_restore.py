@@ -8,9 +8,10 @@ that does not fit changes nothing.
 
 Values whose object does not exist yet are kept (TF's deferred restoration) by the nearest
 existing parent, in ``_deferred``'s registry, and assigned when the object is created: an
-optimizer's slots and ``iterations`` made by its first step, a lazily built layer's variables,
-a ``Checkpoint`` attribute set after ``restore``. A value is assigned at most once per restore,
-so an object that already got its value (and trained since) is never set back.
+optimizer's slots and ``iterations`` made by its first step, a ``mwms_mpi.Module``'s lazily
+built variables, a ``Checkpoint`` attribute set after ``restore``. A value is assigned at most
+once per restore, so an object that already got its value (and trained since) is never set
+back.
 
 A distributed variable is restored as TF's restore ops do, in any context: every component gets
 the value; a ``SyncOnRead`` variable with ``SUM`` aggregation gets ``value / num_replicas_in_sync``
@@ -35,8 +36,8 @@ import numpy as np
 from mwms_mpi import _arrays, errors
 from mwms_mpi.train import _deferred
 from mwms_mpi.train._walk import children, nodes, pretty
-from mwms_mpi.types import VariableAggregation, VariableSynchronization
-from mwms_mpi.values.convert import truediv
+from mwms_mpi.types import VariableSynchronization
+from mwms_mpi.values.aggregation import on_read_component_value
 
 _LOG = logging.getLogger(__name__)
 _sequence = itertools.count(1)
@@ -128,7 +129,7 @@ def restore_into(
     """Restores the leaves under ``objects`` (keys ``prefix + name``) from ``restoration``.
 
     Every value is checked before any is assigned. Containers under which values still wait
-    are registered for restore-on-create (and plain objects watched).
+    are registered for restore-on-create.
 
     Args:
       objects: named children, e.g. a ``Checkpoint``'s.
@@ -162,12 +163,9 @@ def restore_into(
 
 
 def wait_on(obj: Any, restoration: Restoration, prefix: str) -> None:
-    """Keeps ``restoration``'s values under ``prefix`` for when ``obj`` creates them."""
-    if not _deferred.register(obj, _Pending(restoration, prefix)):
-        return
-    module = getattr(type(obj), "__module__", "") or ""
-    if not isinstance(obj, (Mapping, list, tuple)) and not module.startswith("mwms_mpi."):
-        _deferred.watch_attributes(obj)
+    """Keeps ``restoration``'s values under ``prefix`` for when ``obj`` creates them (placed
+    when ``obj`` notifies: a ``Checkpoint``, an optimizer, a ``mwms_mpi.Module``)."""
+    _deferred.register(obj, _Pending(restoration, prefix))
 
 
 # -- one value ---------------------------------------------------------------------------------
@@ -235,11 +233,7 @@ def assign(leaf: Any, value: np.ndarray) -> None:
 
 def _restore_components(var: Any, value: np.ndarray) -> None:
     """TF's ``get_on_write_restore_ops`` / ``get_on_read_restore_ops`` for a distributed one."""
-    if (
-        var.synchronization == VariableSynchronization.ON_READ
-        and var.aggregation == VariableAggregation.SUM
-    ):
-        n = var.distribute_strategy.num_replicas_in_sync
-        value = np.asarray(truediv(value, n)).astype(value.dtype)  # TF: cast(value / n, dtype)
+    if var.synchronization == VariableSynchronization.ON_READ:
+        value = on_read_component_value(var, value)
     for component in var.values:
         component.assign(value, read_value=False)

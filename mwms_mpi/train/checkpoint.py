@@ -49,7 +49,9 @@ _OP = "checkpoint"
 def strategy_for(objects: Mapping[str, Any] | Checkpoint) -> Any:
     """The strategy a checkpoint (of ``objects``) saves under, and its preemption handler
     agrees over: the current one, else the first saved variable's, else the default one."""
-    return _roles.strategy_for(objects._children if isinstance(objects, Checkpoint) else objects)
+    if isinstance(objects, Checkpoint):
+        objects = objects._trackable_children()
+    return _roles.strategy_for(objects)
 
 
 # -- Checkpoint ----------------------------------------------------------------------------------
@@ -72,12 +74,9 @@ class Checkpoint:
     def __init__(self, root: Any = None, **kwargs: Any) -> None:
         object.__setattr__(self, "_children", {})
         object.__setattr__(self, "_save_counter", SaveCounter())
-        if root is not None:
-            if not is_container(root):
-                raise _not_trackable("root", root)
-            for name, child in children(root):
-                if is_trackable(child):
-                    self._children[name] = child
+        if root is not None and not is_container(root):
+            raise _not_trackable("root", root)
+        object.__setattr__(self, "_root", root)  # its children are read at each use, as TF's
         for name, value in sorted(kwargs.items()):
             setattr(self, name, value)
 
@@ -99,8 +98,13 @@ class Checkpoint:
         raise AttributeError(f"'Checkpoint' object has no attribute '{name}'")
 
     def _trackable_children(self) -> dict[str, Any]:
-        """The objects this checkpoint saves, by name, in the order they were given."""
-        return dict(self._children)
+        """The objects this checkpoint saves, by name: the root's trackable children as they
+        are now (attributes it gained since included), then those given to this object."""
+        found: dict[str, Any] = {}
+        if self._root is not None:
+            found.update((name, c) for name, c in children(self._root) if is_trackable(c))
+        found.update(self._children)
+        return found
 
     @property
     def save_counter(self) -> SaveCounter:
@@ -171,12 +175,12 @@ class Checkpoint:
         directory = os.path.dirname(file_prefix) or "."
         root = directory if root is None else root
         _format.check_inside(file_prefix, root)
-        found = list(leaves(self._children))
+        found = list(leaves(self._trackable_children()))
         for key, leaf in found:  # refused before anything is read (a read may be a collective)
             _format.check_savable_dtype(key, getattr(leaf, "dtype", None))
         values = [(key, read_for_save(key, leaf)) for key, leaf in found]
         values.append(("save_counter", self._save_counter.read_value()))
-        role = _roles.role_for(strategy_for(self._children))
+        role = _roles.role_for(strategy_for(self._trackable_children()))
         temp_dir = None if role.chief else worker_temp_dir(directory, role.task_id)
         with api_call(role.communicator, api):
             failure = _write_files(file_prefix, values, int(self._save_counter), temp_dir, root)
@@ -257,19 +261,22 @@ class Checkpoint:
     def _restore(self, save_path: str) -> CheckpointLoadStatus:
         data = _format.read_checkpoint(save_path)
         restoration = Restoration(save_path, data.arrays)
-        restore_into(self._children, restoration)
+        restore_into(self._trackable_children(), restoration)
         if "save_counter" in data.arrays:
             self._save_counter.assign(data.arrays["save_counter"])
             restoration.matched.add("save_counter")
         _deferred.clear(self, restoration.sequence)
         if "" in restoration.waiting_parents():
-            wait_on(self, restoration, "")
+            wait_on(self, restoration, "")  # a later attribute of this checkpoint
+            if self._root is not None:  # ... or of its root (a Module's notifies)
+                _deferred.clear(self._root, restoration.sequence)
+                wait_on(self._root, restoration, "")
         return CheckpointLoadStatus(restoration, lambda: _current_leaves(self))
 
 
 def _current_leaves(checkpoint: Checkpoint) -> list[tuple[str, Any]]:
     """Every leaf under ``checkpoint`` now, ``save_counter`` included."""
-    return [*leaves(checkpoint._children), ("save_counter", checkpoint.save_counter)]
+    return [*leaves(checkpoint._trackable_children()), ("save_counter", checkpoint.save_counter)]
 
 
 def _write_files(

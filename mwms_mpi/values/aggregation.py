@@ -228,16 +228,21 @@ def assign_on_each_device(
     return var.read_value()
 
 
-def on_read_assign_cross_replica(var: Any, value: Any, read_value: bool = True) -> Any:
-    """Cross-replica ``assign``: with SUM each component gets ``value / num_replicas_in_sync``.
-
-    The division keeps the aggregated (summed) value equal to ``value``, which is how a
-    checkpoint restore works; the quotient is cast back to the variable's dtype as TF does.
-    """
+def on_read_component_value(var: Any, value: Any) -> Any:
+    """What each component of a SyncOnRead ``var`` holds for the value ``value``: with SUM,
+    ``value / num_replicas_in_sync`` cast back to the variable's dtype (TF:
+    ``cast(value / n, dtype)``), so the aggregated (summed) value stays ``value``; else
+    ``value``. The one rule for a cross-replica ``assign`` and a checkpoint restore."""
     tensor = convert_to_dtype(value, var.dtype)
     if var.aggregation == VariableAggregation.SUM:
         n = var.distribute_strategy.num_replicas_in_sync
-        tensor = truediv(tensor, n).astype(var.dtype)  # TF: cast(value / n, dtype)
+        tensor = truediv(tensor, n).astype(var.dtype)
+    return tensor
+
+
+def on_read_assign_cross_replica(var: Any, value: Any, read_value: bool = True) -> Any:
+    """Cross-replica ``assign``: each component gets :func:`on_read_component_value`."""
+    tensor = on_read_component_value(var, value)
     return assign_on_each_device(var, lambda c, t: c.assign(t), tensor, read_value)
 
 

@@ -16,6 +16,7 @@ it, stay the same call after call.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -42,28 +43,38 @@ def of(value: Any) -> str:
     return "" if text == DENSE else text
 
 
+def of_value(value: Any) -> str:
+    """The structure of a value as an API that takes one value sees it (``Strategy.reduce`` and
+    ``gather``, ``reduce_to``, each value of ``batch_reduce_to``): ``""`` for whatever it
+    converts into one dense array (an array, a number, a list or tuple: ``tf.constant``'s
+    rule, so ``[1.0, 2.0]`` on one rank and ``np.array([1.0, 2.0])`` on another agree),
+    ``IndexedSlices`` for sparse, a distributed value as its components, and a mapping (which
+    such an API refuses) as what it is, for the message."""
+    if type(value) is np.ndarray:
+        return ""
+    if isinstance(value, IndexedSlices):
+        return SPARSE
+    if isinstance(value, DistributedValues):
+        components = value._values
+        return of_value(components[0]) if components else ""
+    if isinstance(value, Mapping):
+        return of(value)
+    return ""
+
+
 def of_pairs(value_destination_pairs: Any) -> str:
     """The structure of the values of ``batch_reduce_to``'s pairs (destinations say where
-    results go on this worker, not what is reduced), or of the whole argument if it is not
-    a list or tuple of pairs (the API then raises, on every rank). Never consumes an iterator:
-    a one-shot iterable is described as such (the caller lists it first)."""
+    results go on this worker, not what is reduced), each as :func:`of_value` sees it, or of
+    the whole argument if it is not a list or tuple of pairs (the API then raises, on every
+    rank). Never consumes an iterator: a one-shot iterable is described as such (the caller
+    lists it first)."""
     if not isinstance(value_destination_pairs, list | tuple):
         return of(value_destination_pairs)
     try:
         values = [value for value, _ in value_destination_pairs]
     except (TypeError, ValueError):
         return of(value_destination_pairs)
-    for value in values:  # a step's gradients: arrays, or PerReplica of arrays (k > 1)
-        if type(value) is not np.ndarray and not _dense_distributed(value):
-            return of(values)
-    return "[" + ", ".join([DENSE] * len(values)) + "]"
-
-
-def _dense_distributed(value: Any) -> bool:
-    if not isinstance(value, DistributedValues):
-        return False
-    components = value._values
-    return bool(components) and type(components[0]) is np.ndarray
+    return "[" + ", ".join(of_value(v) or DENSE for v in values) + "]"
 
 
 def _leaf(value: Any) -> str:

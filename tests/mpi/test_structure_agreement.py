@@ -156,6 +156,18 @@ def test_a_none_leaf_on_one_rank(strategy: Any, test_comm: Any) -> None:
         _raises_naming(strategy, test_comm, lambda: strategy.run(fn), texts)
 
 
+def test_a_leaf_that_does_not_convert_on_one_rank(strategy: Any, test_comm: Any) -> None:
+    # 2**70 overflows int32 conversion (OverflowError, not TypeError or ValueError): it used to
+    # escape before the agreement, leaving the other ranks in their all-reduce.
+    odd = odd_rank()
+
+    def fn() -> Any:
+        return _ctx().all_reduce("SUM", [np.ones(2, np.int32), 2**70 if odd else 3])
+
+    own = OverflowError if odd else None
+    _raises_naming(strategy, test_comm, lambda: strategy.run(fn), [], own=own)
+
+
 def test_dense_against_sparse(strategy: Any, test_comm: Any) -> None:
     odd = odd_rank()
 
@@ -208,7 +220,8 @@ def test_a_nest_against_one_value_in_cross_replica_apis(
 ) -> None:
     # TF takes no dict here (ValueError "Attempt to convert a value ... to a Tensor"): the rank
     # passing one raises that, and the others are told, naming its structure. A tuple of
-    # arrays converts to one stacked array in TF and here: every rank is told, naming both.
+    # arrays converts to one stacked array in TF and here, so it is no nest for these APIs:
+    # every rank is told that the shapes differ, naming both.
     # (At one rank TF's rules for a plain value on one worker apply instead: not this test.)
     if rank_size()[1] == 1:
         pytest.skip("a disagreement needs two ranks")
@@ -224,7 +237,7 @@ def test_a_nest_against_one_value_in_cross_replica_apis(
         own = ValueError if odd else None
         _raises_naming(strategy, test_comm, calls[api], ["structure={'a': .}"], own)
     else:
-        texts = ["structure", "(.,)", "(a single dense value)"]
+        texts = ["(1, 2) float32", "(2,) float32"] if api != "gather" else ["(*, 2)", "(*,)"]
         _raises_naming(strategy, test_comm, calls[api], texts)
 
 
@@ -249,3 +262,27 @@ def test_update_with_nested_args_moves_nothing_and_agrees_nothing(strategy: Any)
     strategy.extended.update(v, lambda c, d: c.assign_add(d["delta"] * d["scale"][0]), args=args)
     assert (comm.calls if comm is not None else 0) == before
     np.testing.assert_array_equal(v.numpy(), np.full(2, 2.0, np.float32))
+
+
+def test_a_list_and_an_array_of_the_same_values_agree(strategy: Any, test_comm: Any) -> None:
+    """``strategy.reduce``, ``reduce_to`` and ``batch_reduce_to`` convert a list into one dense
+    value (``tf.constant``'s rule), so a list on one rank and an array on another are the same
+    call, not a structure mismatch."""
+    if rank_size()[1] == 1:
+        pytest.skip("plain values on one worker follow TF's rules (test_strategy_local.py)")
+    odd = odd_rank()
+    n = rank_size()[1]
+    value = [1.0, 2.0] if odd else np.array([1.0, 2.0], np.float32)
+    where = np.zeros(2, np.float32)  # the destinations: one host value, on every rank
+    want = np.array([n, 2 * n], np.float32)
+    got = [
+        strategy.reduce("SUM", value, axis=None),
+        strategy.extended.reduce_to("SUM", value, where),
+        strategy.extended.batch_reduce_to("SUM", [(value, where)])[0],
+    ]
+    ok = all(
+        np.array_equal(np.asarray(local), want)
+        for g in got
+        for local in strategy.experimental_local_results(g)
+    )
+    assert all_ranks_ok(test_comm, ok), f"rank {rank_size()[0]}: {got}"

@@ -27,6 +27,7 @@ from mwms_mpi.train import _lock
 def no_launcher_job(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process's job id is its own host and pid (no Slurm or PMIx job around it)."""
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
     monkeypatch.delenv("PMIX_NAMESPACE", raising=False)
 
 
@@ -130,6 +131,21 @@ def test_the_same_job_id_takes_over_at_once(
     assert _record(lock)["job"] == "slurm:4242" and _record(lock)["pid"] == os.getpid()
 
 
+def test_two_live_steps_of_one_slurm_job_are_two_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``srun ... & srun ... &`` in one allocation, both saving into one directory: the same
+    ``SLURM_JOB_ID`` must not let the second step take the live first step's lock."""
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_STEP_ID", "1")
+    _plant(tmp_path, 1.0, job="slurm:4242.0", host=HOST, pid=os.getppid(), start=None)
+    with pytest.raises(errors.FailedPreconditionError, match=r"job 'slurm:4242\.0'"):
+        train.Checkpoint(v=np.ones(2)).save(str(tmp_path / "ckpt"))
+    monkeypatch.setenv("SLURM_STEP_ID", "0")  # the same step again (requeued): its own lock
+    train.Checkpoint(v=np.ones(2)).save(str(tmp_path / "ckpt"))
+    assert _record(tmp_path / _lock.LOCK_NAME)["job"] == "slurm:4242.0"
+
+
 def test_a_lock_taken_by_another_job_meanwhile_stops_the_next_write(tmp_path: Path) -> None:
     ckpt = train.Checkpoint(v=np.ones(2))
     manager = train.CheckpointManager(ckpt, str(tmp_path), max_to_keep=5)
@@ -157,5 +173,6 @@ def test_the_heartbeat_and_release(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_job_ids() -> None:
     assert _lock.job_id({"SLURM_JOB_ID": "17", "PMIX_NAMESPACE": "x"}) == "slurm:17"
+    assert _lock.job_id({"SLURM_JOB_ID": "17", "SLURM_STEP_ID": "3"}) == "slurm:17.3"
     assert _lock.job_id({"PMIX_NAMESPACE": "prterun-node-123@1"}) == "pmix:prterun-node-123@1"
     assert _lock.job_id({}) == f"pid:{HOST}:{os.getpid()}"

@@ -13,7 +13,8 @@ programs, run in a scratch venv outside this repository (TF is never imported he
 * ``restore_on_create.py``: a ``tf.Module`` given ``w = [1, 2]``, ``b = 3.0`` and
   ``extra = int64 7`` saved; a new empty ``tf.Module`` restored, then its variables created.
 
-A ``tf.Module`` here is a plain Python object (mwms_mpi walks their public attributes).
+A ``tf.Module`` here is a ``mwms_mpi.Module`` (its attribute sets tell a pending restore, as
+``tf.Module``'s do); a plain Python object is walked too, but never changed to notify.
 """
 
 from __future__ import annotations
@@ -44,8 +45,12 @@ TF_STATUS_AFTER_BUILD = {"assert_existing_objects_matched": "passes", "assert_co
 TF_ITERATIONS_AFTER = 4
 
 
-class Module:
-    """``tf.Module``'s role: a plain object whose attributes hold variables."""
+class Module(mwms_mpi.Module):
+    """A ``tf.Module`` subclass's counterpart."""
+
+
+class Plain:
+    """A plain Python object holding variables (no ``tf.Module`` counterpart: TF refuses it)."""
 
 
 def _steps(opt: optimizers.Optimizer, var: mwms_mpi.Variable, grads: list[np.ndarray]) -> None:
@@ -220,14 +225,57 @@ def test_a_later_restore_replaces_what_an_earlier_one_keeps(tmp_path: Path) -> N
     assert float(target.b.numpy()) == 0.0  # the earlier restore's b was dropped with it
 
 
-def test_a_watched_object_pickles_and_copies_as_its_own_class(tmp_path: Path) -> None:
+def test_a_waiting_module_pickles_and_copies_as_itself(tmp_path: Path) -> None:
     path = _saved_module(tmp_path)
     module: Any = Module()
     module.note = "kept"
     train.Checkpoint(model=module).restore(path).expect_partial()
-    assert type(module) is not Module  # watched: setting an attribute restores it
+    assert type(module) is Module
     for twin in (pickle.loads(pickle.dumps(module)), copy.copy(module), copy.deepcopy(module)):
         assert type(twin) is Module and twin.note == "kept"
+
+
+def test_a_plain_object_is_never_changed_and_its_late_values_stay_pending(
+    tmp_path: Path,
+) -> None:
+    """A plain object cannot tell the checkpoint that it gained an attribute; an earlier
+    version swapped its class for a notifying subclass while a restore waited (``==``,
+    ``type()``, pickles and every attribute set changed). Now nothing about it changes, and a
+    value for an attribute it makes later is never assigned behind the caller's back: the
+    status reports it (TF refuses such objects outright)."""
+    path = _saved_module(tmp_path)
+    plain: Any = Plain()
+    twin: Any = Plain()
+    plain.w = mwms_mpi.Variable(np.zeros(2, np.float32))  # exists: restored now
+    status = train.Checkpoint(model=plain).restore(path)
+    assert type(plain) is Plain and "Plain" in type(plain).__qualname__
+    assert b"mwms_mpi" not in pickle.dumps(plain.__class__)
+    assert plain.w.numpy().tolist() == TF_W_AT_CREATION
+    plain.b = mwms_mpi.Variable(np.float32(0.0))  # made after the restore: stays 0
+    assert float(plain.b.numpy()) == 0.0
+    with pytest.raises(AssertionError, match=r"\(root\)\.model\.b"):
+        status.assert_consumed()
+    status.expect_partial()
+    assert type(twin) is type(plain)
+
+
+def test_a_checkpoint_root_is_read_when_used_and_its_late_attributes_restored(
+    tmp_path: Path,
+) -> None:
+    """``Checkpoint(root=m)`` saves ``m``'s children as they are at each save, and a restore
+    gives an attribute ``m`` makes later its value (TF tracks the root object itself)."""
+    saved: Any = Module()
+    saved.a = mwms_mpi.Variable(np.array([1.0, 2.0], np.float32))
+    ckpt = train.Checkpoint(root=saved)
+    saved.b = mwms_mpi.Variable(np.float32(3.0))  # after the Checkpoint was made: still saved
+    path = ckpt.save(str(tmp_path / "root"))
+    target: Any = Module()
+    target.a = mwms_mpi.Variable(np.zeros(2, np.float32))
+    status = train.Checkpoint(root=target).restore(path)
+    assert target.a.numpy().tolist() == [1.0, 2.0]
+    target.b = mwms_mpi.Variable(np.float32(0.0))
+    assert float(target.b.numpy()) == 3.0
+    status.assert_consumed()
 
 
 def test_unused_values_are_logged_when_the_restore_is_dropped(

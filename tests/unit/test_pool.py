@@ -81,10 +81,10 @@ def test_size_classes_waste_at_most_a_quarter() -> None:
 
 def test_small_device_and_odd_dtypes_are_fresh() -> None:
     pool = BufferPool()
-    assert isinstance(pool.source((16,), F4, "host", np.empty), Fresh)
-    assert isinstance(pool.source(BIG, F4, "nccl", np.empty), Fresh)
-    assert isinstance(pool.source((1 << 20,), np.dtype("U4"), "host", np.empty), Fresh)
-    assert isinstance(pool.source(BIG, F4, "host", np.empty), Leased)
+    assert isinstance(pool.source((16,), F4, np.empty, "host"), Fresh)
+    assert isinstance(pool.source(BIG, F4, np.empty, "nccl"), Fresh)
+    assert isinstance(pool.source((1 << 20,), np.dtype("U4"), np.empty, "host"), Fresh)
+    assert isinstance(pool.source(BIG, F4, np.empty, "host"), Leased)
 
 
 def test_free_buffers_are_bounded_per_class_and_in_bytes(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -96,11 +96,44 @@ def test_free_buffers_are_bounded_per_class_and_in_bytes(monkeypatch) -> None:  
     gc.collect()
     assert pool.free_bytes() == 2 * POOL_MIN_BYTES  # two kept of five
     other = pool.host((POOL_MIN_BYTES,), F4)  # another class, four times as large
-    # Making it would pass the byte limit: the least recently used class's free buffers went.
-    assert pool.free_bytes() == 0
     del other
-    assert pool.free_bytes() == 4 * POOL_MIN_BYTES
+    # Keeping it would pass the byte limit even with the other class's free buffers gone: it
+    # goes itself; the older class's buffers were let go first.
+    assert pool.free_bytes() <= 3 * POOL_MIN_BYTES
+    middle = pool.host((POOL_MIN_BYTES // 2,), F4)  # a class twice as large as BIG's
+    pool.host(BIG, F4)  # taken and dropped at once: BIG's class keeps one free buffer
+    del middle  # fits beside it, exactly at the limit
+    assert pool.free_bytes() == 3 * POOL_MIN_BYTES
     pool.clear()
+    assert pool.free_bytes() == 0
+
+
+def test_many_classes_never_keep_more_than_the_limit() -> None:
+    # The review's program: six classes, four buffers each, given back while idle.
+    pool = BufferPool(max_free_bytes=8 << 20)
+    held = [
+        pool.host((s,), np.uint8)
+        for s in (3 << 20, 5 << 20, 7 << 20, 9 << 20, 11 << 20, 13 << 20)
+        for _ in range(4)
+    ]
+    del held
+    gc.collect()
+    assert pool.free_bytes() <= 8 << 20
+    small = BufferPool(max_free_bytes=4 << 20)
+    a = small.host((16 << 20,), np.uint8)
+    del a
+    assert small.free_bytes() == 0
+
+
+def test_a_closed_pool_keeps_nothing() -> None:
+    pool = BufferPool()
+    a = pool.host(BIG, F4)
+    b = pool.host(BIG, F4)
+    del a
+    assert pool.free_bytes() == POOL_MIN_BYTES
+    pool.clear(close=True)
+    assert pool.free_bytes() == 0
+    del b  # its lease ends after the close: the buffer goes
     assert pool.free_bytes() == 0
 
 
