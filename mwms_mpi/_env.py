@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 Environ = Mapping[str, str] | None
 _D = TypeVar("_D")
+_N = TypeVar("_N", int, float)
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -96,9 +97,7 @@ def parse_int(
         value = int(stripped)
     except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
         raise invalid(name, text, expected) from None
-    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise invalid(name, text, expected)
-    return value
+    return _within(name, text, value, minimum, maximum, expected)
 
 
 def parse_float(
@@ -121,6 +120,13 @@ def parse_float(
         value = math.nan
     if not math.isfinite(value):
         raise invalid(name, text, expected)
+    return _within(name, text, value, minimum, maximum, expected)
+
+
+def _within(
+    name: str, text: str, value: _N, minimum: float | None, maximum: float | None, expected: str
+) -> _N:
+    """``value``, if it lies within the bounds; else the error naming ``name``."""
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise invalid(name, text, expected)
     return value

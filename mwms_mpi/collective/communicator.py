@@ -12,7 +12,8 @@ agreement can never be matched with another rank's data collective.
 * **Deadlines, poisoning, lost ranks** (``calls.py``, ``watch.py``): an expired deadline
   raises ``DeadlineExceededError`` and poisons the communicator (MPI cannot cancel a
   collective); a call a departed peer never entered fails instead of waiting forever.
-* **Fresh results**, never aliasing the caller's inputs or a cached buffer; one thread only.
+* **Results are values**: never aliasing the caller's inputs, never written again
+  (``pool.py``); one thread only.
 * **Host and device arrays.** numpy arrays go through host MPI; CuPy arrays through the one
   transport (NCCL, CUDA-aware MPI or staging) every rank agreed when the communicator was
   built (``transport.py``), which each device call's agreed layout names. Results stay on the

@@ -113,37 +113,21 @@ def _new_storage(nbytes: int) -> tuple[np.ndarray, int]:
     return storage, int(storage.ctypes.data)
 
 
-class Leased:
-    """Where the results of one layout come from: leases on its size class's slot."""
+class Source:
+    """Where the results of one layout come from: leases on its size class's slot (``pooled``),
+    or a new array from an ``empty`` every call."""
 
-    __slots__ = ("_dtype", "_shape", "_slot")
+    __slots__ = ("_dtype", "_make", "_shape", "pooled")
 
-    def __init__(self, slot: Slot, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
-        self._slot = slot
+    def __init__(self, make: Empty, shape: tuple[int, ...], dtype: np.dtype[Any], pooled: bool):
+        self._make = make
         self._shape = shape
         self._dtype = dtype
+        self.pooled = pooled
 
     def take(self) -> Any:
-        """A new result, on recycled memory that nothing can reach any more."""
-        return self._slot.lease(self._shape, self._dtype)
-
-
-class Fresh:
-    """Where the results of a layout that is not pooled come from: a new array every call."""
-
-    __slots__ = ("_dtype", "_empty", "_shape")
-
-    def __init__(self, empty: Empty, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
-        self._empty = empty
-        self._shape = shape
-        self._dtype = dtype
-
-    def take(self) -> Any:
-        """A new array."""
-        return self._empty(self._shape, self._dtype)
-
-
-Source = Leased | Fresh
+        """A new result (on recycled memory that nothing can reach any more, when pooled)."""
+        return self._make(self._shape, self._dtype)
 
 
 class BufferPool:
@@ -171,14 +155,14 @@ class BufferPool:
         for extent in shape:
             nbytes *= extent
         if backend_name != "host" or dt.kind not in POOLED_KINDS:
-            return Fresh(empty, shape, dt)
+            return Source(empty, shape, dt, pooled=False)
         if nbytes < POOL_MIN_BYTES:  # below host_memory's mapped sizes too: plain np.empty
-            return Fresh(np.empty, shape, dt)
+            return Source(np.empty, shape, dt, pooled=False)
         size = size_class(nbytes)
         found = self._classes.get(size)
         if found is None:
             found = self._classes[size] = Slot(self, size)
-        return Leased(found, shape, dt)
+        return Source(found.lease, shape, dt, pooled=True)
 
     def take(self, shape: tuple[int, ...], dtype: Any, empty: Empty, backend_name: str) -> Any:
         """A new result of ``shape`` and ``dtype`` for ``backend_name``'s arrays: recycled

@@ -264,11 +264,12 @@ class Reductions:
         through the host and the result goes back to their device (the same bits as numpy);
         into ``out`` when the caller gave it (a device ``out`` takes one copy)."""
         host = [_arrays.to_host(a) for a in addends]
-        into = out if out is None or not _arrays.is_device_array(out) else None
-        result = exact_sum(plan, host, self._in_place(deadline, n), self._pool, divisor, into)
-        if out is None or result is out:
+        host_out = None if _arrays.is_device_array(out) else out
+        result = exact_sum(plan, host, self._in_place(deadline, n), self._pool, divisor, host_out)
+        if out is None:
             return _arrays.like(result, addends[0])
-        out[...] = _arrays.like(result, out)
+        if result is not out:  # a device out: one copy from the host, straight into it
+            out.set(result)
         return out
 
     def _in_place(self, deadline: Deadline | None, n: int) -> Callable[[Any, Op], None]:

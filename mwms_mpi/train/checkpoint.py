@@ -175,12 +175,13 @@ class Checkpoint:
         directory = os.path.dirname(file_prefix) or "."
         root = directory if root is None else root
         _format.check_inside(file_prefix, root)
-        found = list(leaves(self._trackable_children()))
+        objects = self._trackable_children()
+        found = list(leaves(objects))
         for key, leaf in found:  # refused before anything is read (a read may be a collective)
             _format.check_savable_dtype(key, getattr(leaf, "dtype", None))
         values = [(key, read_for_save(key, leaf)) for key, leaf in found]
         values.append(("save_counter", self._save_counter.read_value()))
-        role = _roles.role_for(strategy_for(self._trackable_children()))
+        role = _roles.role_for(strategy_for(objects))
         temp_dir = None if role.chief else worker_temp_dir(directory, role.task_id)
         with api_call(role.communicator, api):
             failure = _write_files(file_prefix, values, int(self._save_counter), temp_dir, root)
@@ -263,7 +264,7 @@ class Checkpoint:
         restoration = Restoration(save_path, data.arrays)
         restore_into(self._trackable_children(), restoration)
         if "save_counter" in data.arrays:
-            self._save_counter.assign(data.arrays["save_counter"])
+            self._save_counter.assign(restoration.arrays.pop("save_counter"))
             restoration.matched.add("save_counter")
         _deferred.clear(self, restoration.sequence)
         if "" in restoration.waiting_parents():

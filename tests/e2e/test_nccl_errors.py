@@ -1,4 +1,4 @@
-"""An NCCL error inside a collective is translated like an MPI one (DESIGN §7.4).
+"""An NCCL error inside a collective is translated like an MPI one (docs/gpus.md, "Testing").
 
 Found with the fake CuPy's NCCL double: an ``NcclError`` raised inside ``Communicator.all_reduce``
 came out as the raw library error, not an ``mwms_mpi.errors`` error, and the communicator was

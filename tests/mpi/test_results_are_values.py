@@ -1,4 +1,4 @@
-"""Property under MPI: results are values (issue 23, item 1; DESIGN §4 "Results are values").
+"""Property under MPI: results are values (docs/architecture.md, "Results are values").
 
 Hypothesis draws a program: a sequence of calls over every collective API (the
 ``Communicator``'s ``all_reduce``, ``all_reduce_addends``, ``batch_all_reduce``,
@@ -10,9 +10,10 @@ The program keeps every result, or only numpy views of it (reshape, slices, ``[:
 ``np.asarray``), feeds kept views back in as later inputs, and at the end every kept array must
 still equal the same view of its serial numpy reference.
 
-Rules for hypothesis under MPI (DESIGN §6, §8): the ``mwms-mpi`` profile (derandomised, no
-example database, no deadline, health checks off) makes every rank draw the same programs; each
-rank's data is a function of (program, step, replica or rank), never of a rank-local draw;
+Rules for hypothesis under MPI (docs/architecture.md, "Testing"): the ``mwms-mpi`` profile
+(derandomised, no example database, no deadline, health checks off) makes every rank draw the
+same programs; each rank's data is a function of (program, step, replica or rank), never of a
+rank-local draw;
 pass/fail is agreed across ranks before asserting, so every rank fails, and shrinks, alike.
 Communicators and strategies are made once per module. Values are small integers, so float
 sums are exact in any order and compared exactly; a MEAN divides an exact sum once, as numpy

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mwms_mpi import errors
 from mwms_mpi.collective import Communicator, Op
 from mwms_mpi.config.experimental import (
     disable_op_determinism,
@@ -33,16 +34,10 @@ LARGE = 600_000  # float32 elements: 2.4 MB
 
 
 @pytest.fixture(scope="module")
-def module_comm() -> Iterator[Communicator]:
+def comm() -> Iterator[Communicator]:
     c = Communicator(name="results-regressions")
     yield c
     c.close()
-
-
-@pytest.fixture
-def comm(module_comm: Communicator) -> Communicator:
-    """The module's communicator."""
-    return module_comm
 
 
 @pytest.fixture
@@ -58,6 +53,14 @@ def deterministic(request: pytest.FixtureRequest) -> Iterator[bool]:
 
 def _everyone(comm: Communicator, shape: tuple[int, ...], dtype: str, seed: int) -> list:
     return [rank_array(shape, dtype, r, seed) for r in range(comm.size)]
+
+
+def _still_works(comm: Communicator) -> list[str]:
+    """A refused call left the communicator usable: the next one sums correctly."""
+    x = np.ones(4, np.float32)
+    if same(comm.all_reduce(x), np.full(4, comm.size, np.float32)):
+        return []
+    return ["the communicator does not work afterwards"]
 
 
 def _agree(test_comm: Any, rank: int, failures: list[str]) -> None:
@@ -198,8 +201,6 @@ def test_out_given_on_one_rank_only_is_refused_on_every_rank(
     comm: Communicator, test_comm: Any
 ) -> None:
     """Whether ``out`` is given is agreed, like every argument."""
-    from mwms_mpi import errors
-
     x = np.ones(4, np.float32)
     last = comm.size > 1 and comm.rank == comm.size - 1
     failures = []
@@ -210,8 +211,7 @@ def test_out_given_on_one_rank_only_is_refused_on_every_rank(
         except errors.InvalidArgumentError as exc:
             if "out" not in str(exc):
                 failures.append(f"the error does not name out: {exc}")
-    if not same(comm.all_reduce(x), np.full(4, comm.size, np.float32)):
-        failures.append("the communicator does not work afterwards")
+    failures += _still_works(comm)
     _agree(test_comm, comm.rank, failures)
 
 
@@ -230,8 +230,6 @@ def test_a_bad_out_on_one_rank_raises_there_and_everywhere(
     comm: Communicator, test_comm: Any, make_out: Any, text: str
 ) -> None:
     """A rank whose ``out`` is unusable raises ValueError; the others do not wait for it."""
-    from mwms_mpi import errors
-
     x = np.ones(4, np.float32)
     last = comm.rank == comm.size - 1
     out = make_out(x) if last else np.empty(4, np.float32)
@@ -245,8 +243,7 @@ def test_a_bad_out_on_one_rank_raises_there_and_everywhere(
     except errors.InvalidArgumentError as exc:
         if last:
             failures.append(f"the rank with the bad out got {exc}")
-    if not same(comm.all_reduce(x), np.full(4, comm.size, np.float32)):
-        failures.append("the communicator does not work afterwards")
+    failures += _still_works(comm)
     _agree(test_comm, comm.rank, failures)
 
 

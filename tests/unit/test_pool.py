@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mwms_mpi.collective import pool as pool_module
-from mwms_mpi.collective.pool import POOL_MIN_BYTES, BufferPool, Fresh, Leased, size_class
+from mwms_mpi.collective.pool import POOL_MIN_BYTES, BufferPool, size_class
 
 F4 = np.dtype("float32")
 BIG = (POOL_MIN_BYTES // 4,)  # a float32 result just large enough to be pooled
@@ -81,10 +81,10 @@ def test_size_classes_waste_at_most_a_quarter() -> None:
 
 def test_small_device_and_odd_dtypes_are_fresh() -> None:
     pool = BufferPool()
-    assert isinstance(pool.source((16,), F4, np.empty, "host"), Fresh)
-    assert isinstance(pool.source(BIG, F4, np.empty, "nccl"), Fresh)
-    assert isinstance(pool.source((1 << 20,), np.dtype("U4"), np.empty, "host"), Fresh)
-    assert isinstance(pool.source(BIG, F4, np.empty, "host"), Leased)
+    assert not pool.source((16,), F4, np.empty, "host").pooled
+    assert not pool.source(BIG, F4, np.empty, "nccl").pooled
+    assert not pool.source((1 << 20,), np.dtype("U4"), np.empty, "host").pooled
+    assert pool.source(BIG, F4, np.empty, "host").pooled
 
 
 def test_free_buffers_are_bounded_per_class_and_in_bytes(monkeypatch) -> None:  # type: ignore[no-untyped-def]
