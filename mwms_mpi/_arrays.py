@@ -91,3 +91,24 @@ def as_dtype(value: Any, dtype: Any) -> Any:
     if is_device_array(value):
         return value.astype(dtype, copy=False)
     return np.asarray(value, dtype=dtype)
+
+
+def native_dtype(dtype: Any) -> np.dtype[Any]:
+    """``dtype`` in this machine's byte order: the one home of the byte-order rule.
+
+    MPI, the exact sums' bit tricks, TF's dtype lists and a checkpoint's ``.npy`` members all
+    take a dtype by its native layout, so a foreign-order (``>f4`` on a little-endian host)
+    value is made native wherever it comes in. A native or one-byte dtype comes back as the
+    same object (no new dtype on the hot path); a dtype-like (``">f8"``, ``np.float32``) is
+    parsed first.
+    """
+    d = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+    return d if d.isnative else d.newbyteorder("=")
+
+
+def native_array(array: Any) -> Any:
+    """``array`` itself if its dtype is native, else a native-order copy of the same values
+    (what a checkpoint saves, and what the collectives hand to MPI)."""
+    if array.dtype.isnative:
+        return array
+    return array.astype(native_dtype(array.dtype))

@@ -30,17 +30,23 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, SupportsInt
 
 __all__ = [
+    "CommunicatorLike",
     "ContextEntry",
+    "ExtendedLike",
+    "ReplicaContextLike",
+    "StrategyLike",
     "Token",
     "current",
     "enter_or_assert_strategy",
     "get_default",
     "has_strategy",
     "in_cross_replica_context",
+    "in_replica_function",
     "push",
     "require_cross_replica_or_default",
     "require_replica_context",
@@ -52,6 +58,167 @@ __all__ = [
 ]
 
 
+# -- the typed seams: what the layers below the strategy use of it -----------------------------
+#
+# The strategy layer (distribute/, layer 4) is above values/ (layer 3) and beside train/ and
+# optimizers/; they see a strategy, its ``extended`` and its communicator only through these
+# protocols, so ``mypy`` checks both sides of the seam (the concrete classes are checked against
+# them where they are put into a ``ContextEntry`` or handed to a variable) and nothing reaches
+# a private attribute by ``getattr``. Each protocol lists only what is used below. A reduction
+# op and ``CommunicationOptions`` are ``Any`` here: this module imports nothing from mwms_mpi.
+
+
+class CommunicatorLike(Protocol):
+    """What the layers above ``collective/`` call on a strategy's communicator.
+
+    Structural, because this layer cannot import ``mwms_mpi.collective.Communicator`` (layer
+    2), which satisfies it. It is also what ``collective.call_context.api_call`` needs of a
+    communicator (``size``, ``calls``, ``refuse``), so one can be passed there as it is.
+
+    Attributes:
+      rank: this process's rank in the communicator.
+      size: the number of ranks.
+      name: the communicator's name, for messages.
+    """
+
+    rank: int
+    size: int
+    name: str
+
+    @property
+    def calls(self) -> int:
+        """The number of calls numbered so far (each agreed by every rank)."""
+        ...
+
+    def min_max(self, value: int = 0, purpose: str = "min_max") -> tuple[int, int]:
+        """``(min, max)`` of ``value`` over every rank, agreed as ``purpose``."""
+        ...
+
+    def refuse(self, error: Exception) -> None:
+        """Raises ``error``'s agreed refusal on every rank (a public API's argument error)."""
+        ...
+
+
+class ExtendedLike(Protocol):
+    """What the values, train and optimizer layers use of ``strategy.extended``.
+
+    ``_create_variable`` is TF's own name for the hook ``Variable(...)`` calls inside a scope
+    (``StrategyExtended._create_variable``); it is a member here so the call is typed, not
+    looked up by name.
+    """
+
+    @property
+    def communicator(self) -> CommunicatorLike | None:
+        """The communicator across workers, or ``None`` (one worker, or no collectives)."""
+        ...
+
+    @property
+    def should_checkpoint(self) -> bool:
+        """Whether this worker writes the real checkpoint files (the chief)."""
+        ...
+
+    def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any: ...
+
+    def reduce_to(
+        self,
+        reduce_op: Any,
+        value: Any,
+        destinations: Any,
+        options: Any = None,
+    ) -> Any:
+        """``tf.distribute.StrategyExtended.reduce_to``."""
+        ...
+
+    def batch_reduce_to(
+        self,
+        reduce_op: Any,
+        value_destination_pairs: Sequence[tuple[Any, Any]],
+        options: Any = None,
+    ) -> list[Any]:
+        """``tf.distribute.StrategyExtended.batch_reduce_to``."""
+        ...
+
+    def broadcast_to(self, tensor: Any, destinations: Any) -> Any:
+        """``tf.distribute.StrategyExtended.broadcast_to``."""
+        ...
+
+    def update(
+        self,
+        var: Any,
+        fn: Callable[..., Any],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        group: bool = True,
+    ) -> Any:
+        """``tf.distribute.StrategyExtended.update``."""
+        ...
+
+    def colocate_vars_with(self, colocate_with_variable: Any) -> AbstractContextManager[None]:
+        """``tf.distribute.StrategyExtended.colocate_vars_with``."""
+        ...
+
+
+class StrategyLike(Protocol):
+    """What the layers below the strategy use of a ``tf.distribute.Strategy``.
+
+    ``_extended`` is the attribute behind ``extended``: :func:`require_cross_replica_or_default`
+    compares it by identity on every ``reduce``, where the property would be one more call.
+    """
+
+    @property
+    def extended(self) -> ExtendedLike:
+        """``tf.distribute.Strategy.extended``."""
+        ...
+
+    @property
+    def _extended(self) -> ExtendedLike: ...
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        """``tf.distribute.Strategy.num_replicas_in_sync``."""
+        ...
+
+    @property
+    def cluster_resolver(self) -> Any:
+        """``tf.distribute.Strategy.cluster_resolver`` (``None`` without a cluster)."""
+        ...
+
+    def scope(self) -> AbstractContextManager[Any]:
+        """``tf.distribute.Strategy.scope``."""
+        ...
+
+    def reduce(self, reduce_op: Any, value: Any, axis: Any) -> Any:
+        """``tf.distribute.Strategy.reduce``."""
+        ...
+
+    def experimental_local_results(self, value: Any) -> tuple[Any, ...]:
+        """``tf.distribute.Strategy.experimental_local_results``."""
+        ...
+
+
+class ReplicaContextLike(Protocol):
+    """What the layers below the strategy use of a ``tf.distribute.ReplicaContext``."""
+
+    @property
+    def strategy(self) -> StrategyLike:
+        """The strategy this replica runs under."""
+        ...
+
+    @property
+    def replica_id_in_sync_group(self) -> SupportsInt:
+        """The replica's id in ``[0, num_replicas_in_sync)`` (an int32 scalar, or an int)."""
+        ...
+
+    def merge_call(
+        self,
+        merge_fn: Callable[..., Any],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        """``tf.distribute.ReplicaContext.merge_call``."""
+        ...
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ContextEntry:
     """One level of the stack: TF's ``_ThreadMode`` (strategy, cross-replica ctx, replica ctx).
@@ -61,14 +228,15 @@ class ContextEntry:
     round; the default entry has the default strategy and the default replica context.
 
     Attributes:
-      strategy: the current strategy object.
+      strategy: the current strategy object (``None`` only in the empty default, before the
+        distribute layer registered its default).
       cross_replica_context: the strategy when in cross-replica context, else ``None``.
       replica_context: the current replica context object, else ``None``.
     """
 
-    strategy: Any
-    cross_replica_context: Any
-    replica_context: Any
+    strategy: StrategyLike | None
+    cross_replica_context: StrategyLike | None
+    replica_context: ReplicaContextLike | None
 
 
 Token = tuple[ContextEntry, ...]
@@ -216,6 +384,19 @@ def in_cross_replica_context() -> bool:
     return current().cross_replica_context is not None
 
 
+def in_replica_function() -> bool:
+    """Whether a replica context other than the default one is current: inside
+    ``strategy.run`` / ``call_for_each_replica`` (the default strategy's ``run`` included).
+
+    TF's test ``get_replica_context() not in (None, _get_default_replica_context())``
+    (``StrategyExtendedV2.update``), the one home of it: outside any strategy the default
+    replica context is current, and inside ``scope()`` or a merge function there is none, so
+    both answer ``False``.
+    """
+    ctx = current().replica_context
+    return ctx is not None and ctx is not get_default().replica_context
+
+
 def has_strategy() -> bool:
     """``tf.distribute.has_strategy()``: whether a non-default strategy is current."""
     return current().strategy is not get_default().strategy
@@ -238,11 +419,12 @@ def require_cross_replica_or_default(extended: Any, error_message: str | None = 
     Raises:
       RuntimeError: in a replica context, or in another strategy's scope (TF's messages).
     """
-    entry = current()
+    entries = _local.entries  # current(), read inline: every cross-replica API checks this
+    entry = entries[-1] if entries else (_default_entry or get_default())
     cross = entry.cross_replica_context
     if cross is not None and cross._extended is extended:
         return
-    if entry is get_default():
+    if entry is _default_entry:  # built by now: the entry was read
         return
     strategy = extended._container_strategy()
     if entry.strategy is not strategy:

@@ -29,7 +29,8 @@ def _num_replicas_in_sync(api: str) -> int:
             f"You are calling `{api}` in cross replica context, while it was expected to be "
             "called in replica context."
         )
-    return int(_context.current().strategy.num_replicas_in_sync)
+    strategy = _context.current().strategy
+    return 1 if strategy is None else int(strategy.num_replicas_in_sync)
 
 
 def _scale_by_sample_weight(losses: np.ndarray, sample_weight: Any) -> np.ndarray:

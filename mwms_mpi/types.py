@@ -39,6 +39,24 @@ class ReduceOp(enum.Enum):
         return reduce_op
 
 
+_REDUCE_OPS = {op.value: op for op in ReduceOp}
+
+
+def reduce_op_and_text(reduce_op: object) -> tuple[ReduceOp | None, str]:
+    """A reduce op argument parsed once: the ``ReduceOp`` it names (``None`` if none) and how
+    it is named in agreements and errors (``"MEAN"``).
+
+    A public API names the call with the text before it checks anything, and raises for a
+    ``None`` op (:func:`as_reduce_op`) inside the call, so that every rank raises.
+    """
+    if type(reduce_op) is ReduceOp:
+        return reduce_op, reduce_op.value
+    if isinstance(reduce_op, str):
+        text = reduce_op.upper()
+        return _REDUCE_OPS.get(text), text
+    return None, repr(reduce_op)
+
+
 def as_reduce_op(reduce_op: ReduceOp | str) -> ReduceOp:
     """Accepts a ``ReduceOp`` or its name in any case ("sum", "Mean"), as TF's strategy API does.
 
@@ -46,18 +64,12 @@ def as_reduce_op(reduce_op: ReduceOp | str) -> ReduceOp:
       ValueError: for any other string (TF's ``ReduceOp(name.upper())`` error) or any other
         object (``None``, ``3``: TF fails an ``assert`` there, later).
     """
-    if isinstance(reduce_op, ReduceOp):
-        return reduce_op
+    op, text = reduce_op_and_text(reduce_op)
+    if op is not None:
+        return op
     if isinstance(reduce_op, str):
-        return ReduceOp(reduce_op.upper())
+        return ReduceOp(text)  # raises TF's own error
     raise ValueError(f"reduce_op must be a tf.distribute.ReduceOp or its name, got {reduce_op!r}")
-
-
-def reduce_op_text(reduce_op: object) -> str:
-    """How a reduce op argument is named in agreements and errors (``"MEAN"``)."""
-    if isinstance(reduce_op, ReduceOp):
-        return reduce_op.value
-    return reduce_op.upper() if isinstance(reduce_op, str) else repr(reduce_op)
 
 
 class VariableSynchronization(enum.Enum):

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks mwms_mpi's layers (docs/architecture.md): import direction, module size, import-time MPI.
+"""Checks mwms_mpi's layers (docs/architecture.md): import direction, import cycles between
+modules, ranks inside distribute/, module size, import-time MPI.
 
 Run by ``make lint``; stdlib only. Rules:
 
@@ -18,8 +19,15 @@ Run by ``make lint``; stdlib only. Rules:
    package top itself (``from mwms_mpi import Variable`` would run every layer's imports).
    Imports anywhere count: inside functions and under ``if TYPE_CHECKING`` too, so "lazy"
    imports cannot hide a cycle. A module not listed above is an error until it is given a layer.
-2. No module longer than :data:`MAX_LINES` lines.
-3. No import-time MPI: ``from mpi4py import MPI`` / ``import mpi4py.MPI`` only inside functions
+2. No import cycle between modules (``scripts/_import_graph.py`` builds the module graph: every
+   import anywhere in a module, lazy and type-only ones too; importing a submodule also runs the
+   ``__init__`` of each package above it, except the importer's own packages). Each cycle is
+   printed as ``a -> b -> ... -> a`` at the file and line of its first import.
+3. Inside ``distribute/`` each module (or subpackage) has a rank in :data:`DISTRIBUTE_RANKS`
+   and may import only ``distribute`` modules of a lower rank; an unranked module is an error.
+   ``distribute/__init__.py`` is its re-export top: it may import them all, none may import it.
+4. No module longer than :data:`MAX_LINES` lines.
+5. No import-time MPI: ``from mpi4py import MPI`` / ``import mpi4py.MPI`` only inside functions
    (importing ``mpi4py.MPI`` initialises MPI; ``_mpi.py`` is the accessor). Imports under
    ``if TYPE_CHECKING:`` never run and are allowed.
 
@@ -35,6 +43,19 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+_SCRIPTS = str(Path(__file__).resolve().parent)
+if _SCRIPTS not in sys.path:  # loaded by file path (the unit tests) rather than run as a script
+    sys.path.insert(0, _SCRIPTS)
+
+from _import_graph import (  # noqa: E402  (needs the path above)
+    Graph,
+    Module,
+    describe,
+    discover,
+    is_type_checking,
+    resolve_base,
+)
 
 LAYERS: dict[str, int] = {
     "errors": 0,
@@ -63,6 +84,36 @@ LAYERS: dict[str, int] = {
     "testing": 5,
     "__main__": 5,
 }
+# Ranks inside RANKED (mwms_mpi/distribute/): a module there may import only modules of RANKED
+# with a lower rank, so its modules stay a stack (docs/architecture.md, "Layers"). Keys are the
+# direct children of RANKED: a module, or a subpackage with everything in it. Its __init__ is
+# the re-export top, above every rank: it may import any of them, none of them may import it.
+RANKED = "distribute"
+DISTRIBUTE_RANKS: dict[str, int] = {
+    # leaves: the strategy's types, input options, helpers; no distribute imports
+    "_types": 0,
+    "input_context": 0,
+    "input_spec": 0,
+    "gpus": 0,
+    "cross_device_utils": 0,
+    "deprecated": 0,
+    "cluster_resolver": 0,
+    # cross-device reductions and input pipelines, below any strategy class
+    "cross_device_ops": 1,
+    "input_lib": 1,
+    "variable_creation": 1,
+    "collective_ops": 2,
+    "replica_context": 2,
+    "strategy_extended": 3,
+    "mirrored_run": 3,
+    # the strategy classes, then what is built on them
+    "distribute_lib": 4,
+    "context": 5,
+    "mirrored_strategy": 6,
+    "collective_all_reduce_strategy": 7,
+    "failure_handling": 8,
+    "experimental": 9,
+}
 # Same-layer pairs that must stay independent: (importer, imported).
 FORBIDDEN_PAIRS = frozenset({("values", "data"), ("data", "values")})
 TOP = "__init__"  # the package's own __init__.py: the re-export top
@@ -83,31 +134,10 @@ class Violation:
         return f"{self.path}:{self.line}: {self.message}"
 
 
-@dataclass(frozen=True)
-class Module:
-    """A source file of the package: its path, dotted name, and the layer key it belongs to."""
-
-    path: Path
-    name: str  # dotted, e.g. "mwms_mpi.cluster.spec"
-    is_package: bool  # an __init__.py: relative imports resolve from the package itself
-
-    @property
-    def key(self) -> str:
-        """``cluster`` for ``mwms_mpi.cluster.spec``; :data:`TOP` for the package's __init__."""
-        parts = self.name.split(".")
-        return parts[1] if len(parts) > 1 else TOP
-
-
-def discover(package_dir: Path) -> list[Module]:
-    """Every ``.py`` file under ``package_dir``, as modules of the package named like the dir."""
-    root = package_dir.name
-    modules = []
-    for path in sorted(package_dir.rglob("*.py")):
-        relative = path.relative_to(package_dir).with_suffix("").parts
-        is_package = relative[-1] == "__init__"
-        parts = (root, *relative[:-1]) if is_package else (root, *relative)
-        modules.append(Module(path, ".".join(parts), is_package))
-    return modules
+def layer_key(module: Module) -> str:
+    """``cluster`` for ``mwms_mpi.cluster.spec``; :data:`TOP` for the package's __init__."""
+    parts = module.name.split(".")
+    return parts[1] if len(parts) > 1 else TOP
 
 
 def top_level_names(package_dir: Path) -> frozenset[str]:
@@ -124,18 +154,6 @@ class ImportSite:
     key: str
     line: int
     text: str  # the imported dotted name, for the message
-
-
-def resolve_base(module: Module, node: ast.ImportFrom) -> str | None:
-    """The absolute dotted module ``from X import ...`` names; None if it climbs above the root."""
-    if node.level == 0:
-        return node.module or ""
-    parts = module.name.split(".")
-    package = parts if module.is_package else parts[:-1]
-    if node.level - 1 > len(package) - 1:
-        return None
-    base = package[: len(package) - (node.level - 1)]
-    return ".".join([*base, *([node.module] if node.module else [])])
 
 
 def package_imports(
@@ -173,22 +191,64 @@ def _site(dotted: str, root: str, line: int) -> ImportSite | None:
 
 def check_direction(module: Module, site: ImportSite) -> str | None:
     """Why ``module`` may not import ``site``, or None if it may."""
-    if module.key == TOP or site.key == module.key:
+    if layer_key(module) == TOP or site.key == layer_key(module):
         return None
     if site.key == TOP:
         return f"{module.name} imports the package top ({site.text}); import the defining module"
-    importer, imported = LAYERS.get(module.key), LAYERS.get(site.key)
+    importer, imported = LAYERS.get(layer_key(module)), LAYERS.get(site.key)
     if importer is None or imported is None:
         return None  # reported once per module by check_module
     if imported > importer:
         return (
-            f"upward import: {module.name} (layer {importer}, {module.key}) imports "
+            f"upward import: {module.name} (layer {importer}, {layer_key(module)}) imports "
             f"{site.text} (layer {imported}, {site.key}); imports must run down the layers of "
             "docs/architecture.md"
         )
-    if (module.key, site.key) in FORBIDDEN_PAIRS:
-        return f"{module.key} and {site.key} must not import each other: {site.text}"
+    if (layer_key(module), site.key) in FORBIDDEN_PAIRS:
+        return f"{layer_key(module)} and {site.key} must not import each other: {site.text}"
     return None
+
+
+def rank_key(name: str) -> str | None:
+    """The :data:`DISTRIBUTE_RANKS` key of the module ``name``; :data:`TOP` for RANKED's
+    ``__init__``; None outside RANKED."""
+    parts = name.split(".")
+    if len(parts) < 2 or parts[1] != RANKED:
+        return None
+    return parts[2] if len(parts) > 2 else TOP
+
+
+def check_ranks(graph: Graph) -> Iterator[Violation]:
+    """Imports inside RANKED that do not go to a lower rank; RANKED modules with no rank."""
+    for name, module in graph.modules.items():
+        key = rank_key(name)
+        if key is None or key == TOP:
+            continue
+        rank = DISTRIBUTE_RANKS.get(key)
+        if rank is None:
+            yield Violation(
+                module.path,
+                1,
+                f"{name} has no rank; add {key!r} to DISTRIBUTE_RANKS in scripts/lint_layers.py",
+            )
+            continue
+        for edge in graph.edges[name].values():
+            target = rank_key(edge.target)
+            if target is None or target == key:
+                continue
+            imported = DISTRIBUTE_RANKS.get(target)
+            if target != TOP and imported is None:
+                continue  # reported once, at the unranked module
+            kind = "" if edge.kind == "import" else f" ({edge.kind})"
+            where = f"the top of {RANKED}" if imported is None else f"rank {imported}"
+            if imported is None or imported >= rank:
+                yield Violation(
+                    module.path,
+                    edge.line,
+                    f"rank violation: {name} (rank {rank}) imports {edge.target} "
+                    f"({where}){kind}; a {RANKED} module imports only lower ranks "
+                    "(DISTRIBUTE_RANKS in scripts/lint_layers.py)",
+                )
 
 
 def import_time_mpi(module: Module, tree: ast.Module) -> Iterator[Violation]:
@@ -209,7 +269,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 def _walk_scoped(node: ast.AST, in_function: bool) -> Iterator[tuple[ast.AST, bool]]:
     """All nodes with whether a function encloses them; ``if TYPE_CHECKING:`` bodies skipped."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child.test):
+        if isinstance(child, ast.If) and is_type_checking(child.test):
             for other in child.orelse:
                 yield other, in_function
                 yield from _walk_scoped(other, in_function)
@@ -219,13 +279,6 @@ def _walk_scoped(node: ast.AST, in_function: bool) -> Iterator[tuple[ast.AST, bo
             child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
         )
         yield from _walk_scoped(child, inner)
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
-    if isinstance(test, ast.Name):
-        return test.id == "TYPE_CHECKING"
-    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def _imports_mpi(node: ast.Import | ast.ImportFrom) -> bool:
@@ -239,8 +292,10 @@ def _imports_mpi(node: ast.Import | ast.ImportFrom) -> bool:
     return False
 
 
-def check_module(module: Module, root: str, submodules: frozenset[str]) -> list[Violation]:
-    """All violations in one file."""
+def check_module(
+    module: Module, root: str, submodules: frozenset[str], graph: Graph
+) -> list[Violation]:
+    """All violations in one file; adds its imports to ``graph``."""
     source = module.path.read_text(encoding="utf-8")
     violations = []
     lines = len(source.splitlines())
@@ -252,12 +307,13 @@ def check_module(module: Module, root: str, submodules: frozenset[str]) -> list[
         tree = ast.parse(source, filename=str(module.path))
     except SyntaxError as exc:
         return [*violations, Violation(module.path, exc.lineno or 1, f"syntax error: {exc.msg}")]
-    if module.key != TOP and module.key not in LAYERS:
+    graph.add_tree(module, tree)
+    if layer_key(module) != TOP and layer_key(module) not in LAYERS:
         violations.append(
             Violation(
                 module.path,
                 1,
-                f"{module.key!r} has no layer; add it to LAYERS in scripts/lint_layers.py "
+                f"{layer_key(module)!r} has no layer; add it to LAYERS in scripts/lint_layers.py "
                 '(and to docs/architecture.md, "Layers")',
             )
         )
@@ -275,9 +331,16 @@ def check_module(module: Module, root: str, submodules: frozenset[str]) -> list[
 def lint(package_dir: Path) -> list[Violation]:
     """All violations in the package at ``package_dir``, in file and line order."""
     submodules = top_level_names(package_dir)
+    modules = discover(package_dir)
+    graph = Graph(modules)
     violations = []
-    for module in discover(package_dir):
-        violations.extend(check_module(module, package_dir.name, submodules))
+    for module in modules:
+        violations.extend(check_module(module, package_dir.name, submodules, graph))
+    violations.extend(check_ranks(graph))
+    for loop in graph.cycles():
+        violations.append(
+            Violation(graph.modules[loop[0].source].path, loop[0].line, describe(loop))
+        )
     return sorted(violations, key=lambda v: (str(v.path), v.line))
 
 

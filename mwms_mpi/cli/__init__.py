@@ -13,19 +13,12 @@ never starts MPI.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import sys
 from collections.abc import Sequence
 
+from mwms_mpi.cli._version import version
+
 PROG = "mwms-mpi"
-
-
-def version() -> str:
-    """The installed distribution's version (``unknown`` when run from a bare checkout)."""
-    try:
-        return importlib.metadata.version("mwms-mpi")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _env, _mpi
-from mwms_mpi.cli import version
+from mwms_mpi.cli._version import version
 from mwms_mpi.cluster import mpiexec
 from mwms_mpi.cluster.launcher import CUDA_VISIBLE_DEVICES, detect_launcher
 from mwms_mpi.collective import transport
@@ -82,7 +82,7 @@ def _gpu_facts() -> dict[str, str]:
 def _cupy_transport(strategy: Any) -> str:
     """The transport the strategy's CuPy arrays take: its communicator's (agreed by every
     rank), or, for one worker, what this rank alone would decide."""
-    communicator = getattr(strategy.extended, "communicator", None)
+    communicator = strategy.extended.communicator
     if communicator is not None:
         return str(communicator.transport.name)
     try:

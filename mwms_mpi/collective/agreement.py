@@ -46,6 +46,7 @@ _MASK = (1 << 62) - 1  # fingerprints and values stay in [0, 2**62): negation ca
 _MIX_CONTEXT = 0x9E3779B97F4A7C15
 _MIX_CALL = 0xC2B2AE3D27D4EB4F
 _MAX_CONTEXTS = 4096
+_MAX_TRUSTED = 4096  # layouts MWMS_MPI_CHECK=first remembers as agreed
 VALUE_LIMIT = 1 << 62  # |value| a rank may contribute to an agreement
 
 
@@ -102,6 +103,7 @@ class Agreement:
         self._contexts: dict[Any, int] = {}  # context -> its digest, premixed
         self._carries_value = False  # whether the send buffer holds a value to clear
         self._context: CallContext | None = None  # the context of the call being agreed
+        self._trusted: dict[int, None] = {}  # "first" mode: layouts agreed once (FIFO order)
         mode = check_mode()
         self.every_call = mode != "first"
         self.sites = False  # whether fingerprints hold the user's source line
@@ -157,9 +159,17 @@ class Agreement:
     # -- one agreement -----------------------------------------------------------------------
 
     def agree_now(
-        self, op_name: str, layout_digest: int, layout: Layout, context: CallContext | None
-    ) -> None:
-        """:meth:`start` (blocking, no value) and :meth:`finish` in one: the per-call hot path.
+        self,
+        op_name: str,
+        layout_digest: int,
+        layout: Layout,
+        context: CallContext | None,
+        value: int = 0,
+    ) -> tuple[int, int]:
+        """:meth:`start` (blocking) and :meth:`finish` in one: the per-call hot path.
+
+        Returns:
+          The ranks' values' (minimum, maximum).
 
         Raises:
           InvalidArgumentError: on every rank, if any rank's fingerprint differs.
@@ -173,15 +183,22 @@ class Agreement:
         out = self._out
         out[0] = f
         out[1] = -f
-        if self._carries_value:
-            out[2] = out[3] = 0
-            self._carries_value = False
+        if value or self._carries_value:
+            out[2] = value
+            out[3] = -value
+            self._carries_value = value != 0
         self.agreements += 1
-        self._started().Wait()
+        request = self._persistent
+        if request is None:  # before MPI 4.0: Iallreduce on every path (see _started)
+            request = self.comm.Iallreduce(self._send, self._recv, self._max)
+        else:
+            request.Start()
+        request.Wait()
         self.calls += 1
         got = self._in
         if got[0] != -got[1]:
             self._mismatch(op_name, Signature(self.calls, layout, self._agreed(context), ""))
+        return -got[3], got[2]
 
     def _context_digest(self, context: CallContext | None) -> int:
         """The context's digest, mixed and cached (a handful of contexts recur per program).
@@ -203,15 +220,17 @@ class Agreement:
             return context
         return (*context[:5], "")
 
-    def start(self, layout_digest: int, value: int, blocking: bool) -> Any:
+    def start(
+        self, layout_digest: int, context: CallContext | None, value: int, blocking: bool
+    ) -> Any:
         """Starts the agreement of the next call; returns the request to poll, or ``None``.
 
         Args:
           layout_digest: the call's layout digest (``signature.digest``), cached by the caller.
+          context: what the user called (``call_context.current()``).
           value: this rank's contribution to agree on (``|value| < 2**62``), else 0.
           blocking: complete it before returning (no deadline).
         """
-        context = call_context.current()
         if context is None and self.sites:
             context = _site_only()
         self._context = context
@@ -258,6 +277,17 @@ class Agreement:
     def skip(self) -> None:
         """Numbers a call made without an agreement (``MWMS_MPI_CHECK=first``, seen layout)."""
         self.calls += 1
+
+    def trusts(self, layout_digest: int) -> bool:
+        """Whether ``MWMS_MPI_CHECK=first`` trusts this layout (agreed once on this rank)."""
+        return layout_digest in self._trusted
+
+    def trust(self, layout_digest: int) -> None:
+        """Records an agreed layout for ``MWMS_MPI_CHECK=first`` (FIFO, :data:`_MAX_TRUSTED`)."""
+        trusted = self._trusted
+        if len(trusted) >= _MAX_TRUSTED:
+            del trusted[next(iter(trusted))]
+        trusted[layout_digest] = None
 
     def invalid_digest(self, error: Exception) -> int:
         """The layout digest a rank contributes when its own arguments are invalid."""

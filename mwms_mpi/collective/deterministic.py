@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from mwms_mpi._arrays import native_dtype
 from mwms_mpi.collective.exact import ExactSum, real_dtype
 from mwms_mpi.collective.ops import Op
 from mwms_mpi.collective.pool import BufferPool
@@ -26,7 +27,7 @@ AllReduce = Callable[[np.ndarray, Op], None]
 
 def _reals(array: np.ndarray) -> np.ndarray:
     """``array`` flattened, native, contiguous, as reals (a complex number is two)."""
-    dtype = array.dtype if array.dtype.isnative else array.dtype.newbyteorder("=")
+    dtype = native_dtype(array.dtype)
     flat = np.ascontiguousarray(array, dtype=dtype).reshape(-1)
     return flat.view(real_dtype(dtype)) if dtype.kind == "c" else flat
 
@@ -56,7 +57,7 @@ def exact_sum(
     first = addends[0]
     reals = [_reals(a) for a in addends]
     if out is None:
-        out = pool.host(first.shape, first.dtype.newbyteorder("="))
+        out = pool.host(first.shape, native_dtype(first.dtype))
     _reduce_reals(plan, reals, _reals(out), all_reduce, pool, divisor)
     return out
 
@@ -69,7 +70,7 @@ def local_exact_sum(addends: Sequence[np.ndarray], divisor: int = 1) -> np.ndarr
     """
     first = addends[0]
     count = first.size * (2 if first.dtype.kind == "c" else 1)
-    plan = ExactSum(real_dtype(first.dtype), count, len(addends))
+    plan = ExactSum(real_dtype(native_dtype(first.dtype)), count, len(addends))
     return exact_sum(plan, addends, _alone, BufferPool(), divisor)
 
 
@@ -149,7 +150,7 @@ def exact_batch(
     out: list[Any] = [None] * len(arrays)
     for positions, plan in groups:
         members = [arrays[i] for i in positions]
-        dtype = members[0].dtype.newbyteorder("=")
+        dtype = native_dtype(members[0].dtype)
         sizes = [m.size for m in members]
         total = pool.host((sum(sizes),), dtype)  # results are its views
         if plan is None:  # integers: exact already; packed and summed in place

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors
+from mwms_mpi._arrays import native_dtype
+from mwms_mpi.collective.arguments import refusable
 from mwms_mpi.collective.backends import CollectiveBackend
 from mwms_mpi.collective.ops import Op
 
@@ -43,7 +45,7 @@ def wire_dtype(dtype: Any, op: Op, op_name: str, rank: int) -> Any:
             f"{op_name} on rank {rank}: dtype {dtype.name} cannot be reduced",
             rank=rank,
         )
-    return native(dtype)
+    return native_dtype(dtype)
 
 
 def gatherable(dtype: Any, op_name: str) -> None:
@@ -62,22 +64,30 @@ def gatherable(dtype: Any, op_name: str) -> None:
         )
 
 
-def native(dtype: Any) -> Any:
-    return dtype if dtype.isnative else dtype.newbyteorder("=")
-
-
 def contiguous(backend: CollectiveBackend, array: Any) -> Any:
     """``array`` itself if the library can read it, else a contiguous native-order copy."""
     if backend.is_sendable(array):
         return array
-    return backend.xp.ascontiguousarray(array, dtype=native(array.dtype))
+    return backend.xp.ascontiguousarray(array, dtype=native_dtype(array.dtype))
 
 
 def normalize_axis(array: Any, axis: int, op_name: str) -> int:
+    """``axis`` as a non-negative dimension of ``array``.
+
+    Raises:
+      TypeError: for an axis that is not an integer (refusable: ``arguments.py``).
+      ValueError: for a 0-d array or an axis out of range (refusable).
+    """
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise refusable(TypeError(f"{op_name}: axis must be an integer, got {axis!r}"))
     if array.ndim == 0:
-        raise ValueError(f"{op_name}: cannot gather a 0-d array (shape ()); give it an axis")
-    if not -array.ndim <= axis < array.ndim:
-        raise ValueError(
-            f"{op_name}: axis {axis} is out of range for an array of shape {array.shape}"
+        raise refusable(
+            ValueError(f"{op_name}: cannot gather a 0-d array (shape ()); give it an axis")
         )
-    return axis % array.ndim
+    if not -array.ndim <= axis < array.ndim:
+        raise refusable(
+            ValueError(
+                f"{op_name}: axis {axis} is out of range for an array of shape {array.shape}"
+            )
+        )
+    return int(axis) % array.ndim

@@ -43,6 +43,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from mwms_mpi.collective.arguments import refusable
+
 MAX_ADDENDS = 1 << 20  # per element: the grid keeps at least 33 bits (float32 exact over 9)
 CHUNK = 1 << 17  # elements per pass: fewer numpy calls; what one pass touches stays cached
 
@@ -88,8 +90,10 @@ def precision_bits(addends: int) -> int:
       ValueError: for more than :data:`MAX_ADDENDS` addends per element.
     """
     if not 1 <= addends <= MAX_ADDENDS:
-        raise ValueError(
-            f"deterministic sums take 1 to {MAX_ADDENDS} addends per element, not {addends}"
+        raise refusable(
+            ValueError(
+                f"deterministic sums take 1 to {MAX_ADDENDS} addends per element, not {addends}"
+            )
         )
     return 53 - math.ceil(math.log2(addends))
 

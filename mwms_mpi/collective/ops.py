@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from mwms_mpi.collective.arguments import refusable
+
 
 class Op(enum.Enum):
     """An element-wise reduction every rank applies to the same layout."""
@@ -35,9 +37,11 @@ def as_op(op: Op | str) -> Op:
         return op
     if isinstance(op, str) and op.upper() in Op.__members__:
         return Op[op.upper()]
-    raise ValueError(
-        f"{op!r} is not a collective reduction: use Op.SUM, Op.MAX or Op.MIN (or their names); "
-        "MEAN is SUM divided by the number of replicas, which the strategy layer does"
+    raise refusable(
+        ValueError(
+            f"{op!r} is not a collective reduction: use Op.SUM, Op.MAX or Op.MIN (or their "
+            "names); MEAN is SUM divided by the number of replicas, which the strategy layer does"
+        )
     )
 
 

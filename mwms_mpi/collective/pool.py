@@ -28,6 +28,7 @@ fresh: CuPy's own memory pool recycles device memory by ownership already.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Callable
@@ -117,17 +118,13 @@ class Source:
     """Where the results of one layout come from: leases on its size class's slot (``pooled``),
     or a new array from an ``empty`` every call."""
 
-    __slots__ = ("_dtype", "_make", "_shape", "pooled")
+    __slots__ = ("pooled", "take")
 
     def __init__(self, make: Empty, shape: tuple[int, ...], dtype: np.dtype[Any], pooled: bool):
-        self._make = make
-        self._shape = shape
-        self._dtype = dtype
         self.pooled = pooled
-
-    def take(self) -> Any:
-        """A new result (on recycled memory that nothing can reach any more, when pooled)."""
-        return self._make(self._shape, self._dtype)
+        self.take: Callable[[], Any] = functools.partial(make, shape, dtype)
+        """A new result (on recycled memory that nothing can reach any more, when pooled): a
+        ``partial``, so a small host result is ``np.empty`` called from C."""
 
 
 class BufferPool:

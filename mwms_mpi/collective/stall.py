@@ -10,18 +10,14 @@ wait is timed from when the watch first saw the call (its period, at most 1 s, i
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Iterable
+from typing import Protocol
 
 from mwms_mpi import _env
 from mwms_mpi.collective.call_context import CallContext
 
 STALL_ENV = "MWMS_MPI_STALL_WARNING"
 DEFAULT_STALL_SECONDS = 60.0
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
 
 Busy = tuple[str, int, "CallContext | None"]
 """A call in flight: (collective, call number, what the user called)."""
@@ -41,22 +37,6 @@ class Watched(Protocol):
     rank: int
     size: int
     name: str
-
-
-def watched(method: _F) -> _F:
-    """Marks the end of a collective method, however it ends, so the watch stops timing it.
-
-    The method's object keeps its call state (``busy``) in ``_state``.
-    """
-
-    @functools.wraps(method)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self._state.busy = None
-
-    return call  # type: ignore[return-value]
 
 
 class StallCheck:

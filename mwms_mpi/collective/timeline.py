@@ -16,10 +16,9 @@ the user called (``Strategy.reduce``; the collective itself when called directly
 A call that has waited more than half a second is written at once as an open slice (``B``),
 closed when it ends, so a job that hangs and is killed still shows where each rank waits.
 
-Off (the default) it costs nothing per call: the communicator's call state is a plain
-:class:`~mwms_mpi.collective.calls.CallState`. On, the state is a :class:`TimedCallState`,
-whose ``busy`` is a property that stamps the clock when a call starts and ends, and whose
-agreement is wrapped to stamp the end of the agreement. Files: see ``trace_file.py``.
+Off (the default) it costs one ``is None`` test per event of a call. On, each communicator's
+call template (``protocol.py``) has a :class:`Timing` hook, which stamps the clock when a call
+starts, when it is agreed and when it ends. Files: see ``trace_file.py``.
 """
 
 from __future__ import annotations
@@ -35,27 +34,19 @@ import numpy as np
 
 from mwms_mpi import _env, _lifecycle, _logging, _mpi
 from mwms_mpi.collective.agreement import Agreement
-from mwms_mpi.collective.call_context import CallContext
-from mwms_mpi.collective.calls import CallState
 from mwms_mpi.collective.signature import ANY, Layout
 from mwms_mpi.collective.stall import Busy
 from mwms_mpi.collective.trace_file import FLUSH_PERIOD_S, TraceFile
-from mwms_mpi.types import CommunicationOptions
 
 TIMELINE_ENV = "MWMS_MPI_TIMELINE"
 
 _log = _logging.get_logger(__name__)
 _trace: TraceFile | None = None
-_states: list[TimedCallState] = []
+_states: list[Timing] = []
 
 
-def call_state(
-    agreement: Agreement,
-    name: str,
-    world_ranks: tuple[int, ...],
-    options: CommunicationOptions,
-) -> CallState:
-    """A communicator's call state: timed when ``MWMS_MPI_TIMELINE`` names a file.
+def call_hook(agreement: Agreement, name: str, world_ranks: tuple[int, ...]) -> Timing | None:
+    """A communicator's timeline hook when ``MWMS_MPI_TIMELINE`` names a file, else ``None``.
 
     Called by every rank of a new communicator just after its agreement's construction (a
     collective), which is where the first one takes the ranks' shared clock zero.
@@ -69,10 +60,10 @@ def call_state(
     )
     path = trace_path()
     if path is None:
-        return CallState(agreement, name, world_ranks, options)
+        return None
     if _trace is not None and _trace.path != path.resolve():
         _log.warning("timeline: %s=%s ignored, already writing %s", TIMELINE_ENV, path, _trace.path)
-    return TimedCallState(_trace_file(path), agreement, name, world_ranks, options)
+    return Timing(_trace_file(path), name)
 
 
 def trace_path(environ: _env.Environ = None) -> Path | None:
@@ -119,72 +110,43 @@ def _trace_file(path: Path) -> TraceFile:
     return _trace
 
 
-class TimedCallState(CallState):
-    """A :class:`CallState` that records each call's start, agreement and end in the trace."""
+class Timing:
+    """The call template's hook (``protocol.CallHook``) that records each call of one
+    communicator in the trace: its start, the end of its agreement and its end."""
 
-    def __init__(
-        self,
-        trace: TraceFile,
-        agreement: Agreement,
-        name: str,
-        world_ranks: tuple[int, ...],
-        options: CommunicationOptions,
-    ) -> None:
-        self._trace = trace
-        self._busy: Busy | None = None
-        self._started = self._agreed = 0
-        self._bytes: int | None = None
-        self._open = False  # written as an open slice already (a long wait)
+    def __init__(self, trace: TraceFile, name: str) -> None:
+        self.trace = trace
+        self.name = name
+        self.busy: Busy | None = None  # the call in flight, for open slices
+        self.started_ns = self._agreed = 0
+        self.nbytes: int | None = None
+        self.open = False  # written as an open slice already (a long wait)
         self._fastest = math.inf
-        super().__init__(agreement, name, world_ranks, options)
-        self._tid = trace.thread_id(name)
-        plain_agree_now, plain_skip = agreement.agree_now, agreement.skip
-
-        def agree_now(
-            op_name: str, layout_digest: int, layout: Layout, context: CallContext | None
-        ) -> None:
-            plain_agree_now(op_name, layout_digest, layout, context)
-            self._agreed, self._bytes = time.perf_counter_ns(), payload(layout, 0)
-
-        def skip() -> None:
-            plain_skip()
-            self._agreed = time.perf_counter_ns()
-
-        # Instance attributes shadow the methods: only this communicator's agreement is timed.
-        agreement.agree_now = agree_now  # type: ignore[method-assign]
-        agreement.skip = skip  # type: ignore[method-assign]
+        self.tid = trace.thread_id(name)
         _states.append(self)
 
-    @property
-    def busy(self) -> Busy | None:
-        """The call in flight (the watch reads it); setting it starts or ends a timed call."""
-        return self._busy
+    def started(self, busy: Busy) -> None:
+        """A call starts."""
+        self.busy = busy
+        self.started_ns, self._agreed = time.perf_counter_ns(), 0
+        self.nbytes, self.open = None, False
 
-    @busy.setter
-    def busy(self, value: Busy | None) -> None:
+    def agreed(self, layout: Layout | None, value: int) -> None:
+        """Every rank agreed the call (``layout`` ``None``: trusted without an agreement)."""
+        self._agreed = time.perf_counter_ns()
+        self.nbytes = None if layout is None else payload(layout, value)
+
+    def ended(self, busy: Busy) -> None:
+        """The call ended, however: its slice is queued for the trace."""
         now = time.perf_counter_ns()
-        ended = self._busy
-        self._busy = value
-        if value is not None:
-            self._started, self._agreed, self._bytes, self._open = now, 0, None, False
-            return
-        if ended is None:
-            return
+        self.busy = None
         agreed = self._agreed
         if agreed:
-            self._fastest = min(self._fastest, agreed - self._started)
-        wait = (agreed - self._started - self._fastest) if agreed else 0
-        self._trace.add(
-            (self, ended, self._started, agreed, now, self._bytes, max(0, wait), self._open)
+            self._fastest = min(self._fastest, agreed - self.started_ns)
+        wait = (agreed - self.started_ns - self._fastest) if agreed else 0
+        self.trace.add(
+            (self, busy, self.started_ns, agreed, now, self.nbytes, max(0, wait), self.open)
         )
-
-    def agree(
-        self, op_name: str, layout_digest: int, layout: Layout, deadline: Any, value: int = 0
-    ) -> tuple[int, int]:
-        """The agreement, as :meth:`CallState.agree`, stamped when every rank has agreed."""
-        agreed = super().agree(op_name, layout_digest, layout, deadline, value)
-        self._agreed, self._bytes = time.perf_counter_ns(), payload(layout, value)
-        return agreed
 
 
 def payload(layout: Layout, rows: int) -> int:
@@ -203,7 +165,7 @@ def _name(busy: Busy) -> str:
     return context[0] if context is not None and context[0] else op_name
 
 
-def _args(busy: Busy, state: TimedCallState, nbytes: int | None) -> dict[str, Any]:
+def _args(busy: Busy, state: Timing, nbytes: int | None) -> dict[str, Any]:
     op_name, n, context = busy
     op = context[1] if context is not None and context[1] else ""
     return {"collective": op_name, "op": op, "call": n, "bytes": nbytes, "comm": state.name}
@@ -212,7 +174,7 @@ def _args(busy: Busy, state: TimedCallState, nbytes: int | None) -> dict[str, An
 def _render(record: Any) -> Iterable[dict[str, Any]]:
     """The trace event of a finished call (``E`` if its open slice was written already)."""
     state, busy, started, agreed, ended, nbytes, wait, was_open = record
-    trace = state._trace
+    trace = state.trace
     args = _args(busy, state, nbytes)
     args.update(
         agreement_us=round(((agreed or ended) - started) / 1e3, 3),
@@ -220,7 +182,7 @@ def _render(record: Any) -> Iterable[dict[str, Any]]:
         transfer_us=round((ended - agreed) / 1e3, 3) if agreed else 0.0,
         agreed=bool(agreed),
     )
-    event: dict[str, Any] = {"pid": trace.rank, "tid": state._tid, "args": args}
+    event: dict[str, Any] = {"pid": trace.rank, "tid": state.tid, "args": args}
     if was_open:
         return [{**event, "ph": "E", "ts": trace.us(ended)}]
     name, cat = _name(busy), busy[0]
@@ -232,19 +194,19 @@ def _pending() -> Iterable[dict[str, Any]]:
     """Open slices for calls in flight longer than a flush period (each written once)."""
     now = time.perf_counter_ns()
     for state in list(_states):
-        busy = state._busy
-        if busy is None or state._open or now - state._started < FLUSH_PERIOD_S * 1e9:
+        busy = state.busy
+        if busy is None or state.open or now - state.started_ns < FLUSH_PERIOD_S * 1e9:
             continue
-        state._open = True
-        trace = state._trace
-        args = {**_args(busy, state, state._bytes), "in_flight_at_us": trace.us(now)}
+        state.open = True
+        trace = state.trace
+        args = {**_args(busy, state, state.nbytes), "in_flight_at_us": trace.us(now)}
         yield {
             "name": _name(busy),
             "cat": busy[0],
             "ph": "B",
-            "ts": trace.us(state._started),
+            "ts": trace.us(state.started_ns),
             "pid": trace.rank,
-            "tid": state._tid,
+            "tid": state.tid,
             "args": args,
         }
 

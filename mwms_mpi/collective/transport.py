@@ -15,7 +15,7 @@ The rule follows TF's ``CommunicationImplementation``:
 * ``RING``: MPI: CUDA-aware if known on every rank, else staging.
 * ``NCCL``: NCCL. Without a GPU on some rank: TF's warning, then ``RING``'s rule. Ranks that
   share a GPU (the same PCI bus id on one host) are an error naming them, found here, before
-  NCCL starts (NCCL refuses two ranks on one device: research/gpu_machine.md).
+  NCCL starts (NCCL refuses two ranks on one device: docs/gpus.md, "Transports").
 
 CUDA-aware MPI pays about 180 us a call for small device buffers (Intel MPI): buffers below
 ``min_device_bytes`` are staged instead. The rule reads only a call's agreed byte count, so every

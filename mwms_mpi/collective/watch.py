@@ -34,9 +34,9 @@ from typing import Any
 from mwms_mpi import _lifecycle
 from mwms_mpi._mpi import mpi
 from mwms_mpi.collective.departures import ControlChannel, Notice
-from mwms_mpi.collective.stall import Busy, StallCheck, describe_call, seconds_from_env, watched
+from mwms_mpi.collective.stall import Busy, StallCheck, describe_call, seconds_from_env
 
-__all__ = ["ProcessWatch", "process_watch", "watched"]
+__all__ = ["ProcessWatch", "process_watch"]
 
 POLL_PERIOD_S = 0.1
 # A waiter that polls a deadline raises by itself within milliseconds; one blocked in MPI is

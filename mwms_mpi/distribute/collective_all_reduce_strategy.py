@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from mwms_mpi._logging import get_logger
 from mwms_mpi._mpi import mpi
 from mwms_mpi.cluster import (
@@ -38,7 +36,7 @@ from mwms_mpi.distribute.input_context import InputOptions, InputReplicationMode
 from mwms_mpi.distribute.input_lib import DistributedDataset
 from mwms_mpi.distribute.mirrored_strategy import MirroredExtended, canonicalize_device
 from mwms_mpi.types import CommunicationImplementation, CommunicationOptions, ReduceOp
-from mwms_mpi.values import DistributedValues, Mirrored
+from mwms_mpi.values import DistributedValues
 
 _log = get_logger(__name__)
 
@@ -194,11 +192,6 @@ class CollectiveAllReduceExtended(MirroredExtended):
             self._initialize_multi_worker(resolver)
             self._cluster_resolver = resolver
 
-    @property
-    def communicator(self) -> Communicator | None:
-        """The communicator across workers (``None`` for a single worker)."""
-        return self._communicator
-
     def _experimental_distribute_dataset(
         self, dataset: Any, options: InputOptions | None
     ) -> DistributedDataset:
@@ -224,28 +217,6 @@ class CollectiveAllReduceExtended(MirroredExtended):
             return self._cross_device_ops
         return self._host_cross_device_ops
 
-    def _batch_reduce_to(
-        self, reduce_op: ReduceOp, pairs: Sequence[tuple[Any, Any]], options: Any
-    ) -> list[Any]:
-        k = len(self._devices)
-        host = all_devices = False
-        for value, _ in pairs:
-            if type(value) is np.ndarray:  # one value per worker: a k = 1 step's gradient
-                count = 1
-            else:
-                count = len(value._values) if isinstance(value, DistributedValues) else 1
-            if count == k:
-                all_devices = True
-            else:
-                host = True
-        if host and all_devices:
-            raise ValueError(
-                "Inputs to batch_reduce_to must be either all on the host or all on the "
-                "compute devices."
-            )
-        ops = self._host_cross_device_ops if host else self._cross_device_ops
-        return ops.batch_reduce(reduce_op, pairs, options=options)
-
     def _gather_to_implementation(
         self, value: Any, destinations: Any, axis: int, options: Any
     ) -> Any:
@@ -254,22 +225,12 @@ class CollectiveAllReduceExtended(MirroredExtended):
         )
 
     def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
-        if type(value) is not np.ndarray:  # an array (a k = 1 step's result) takes none of these
-            if isinstance(value, Mirrored):
-                if reduce_op == ReduceOp.MEAN:
-                    # TF moves no data here. A worker whose value is not Mirrored would wait
-                    # in its collective forever, so the decision is agreed
-                    # (docs/architecture.md, "Every call is agreed").
-                    if self._communicator is not None:
-                        self._communicator.min_max(0, "MEAN of a Mirrored value (nothing to move)")
-                    return value
-                raise AssertionError("reduce_to(SUM) of a Mirrored value (TF asserts it is not)")
-            if isinstance(value, DistributedValues) and len(self._devices) == 1:
-                value = value._values[0]
-            if not isinstance(value, DistributedValues) and self._num_workers == 1:
-                k = len(self._devices)
-                return reduce_non_distributed_value(reduce_op, value, destinations, k)
-        elif self._num_workers == 1:
+        distributed = isinstance(value, DistributedValues)  # TF's order of short-circuits:
+        if distributed and self._mirrored_short_circuit(reduce_op, value):
+            return value
+        if distributed and len(self._devices) == 1:
+            value, distributed = value._values[0], False
+        if not distributed and self._num_workers == 1:
             return reduce_non_distributed_value(reduce_op, value, destinations, len(self._devices))
         return self._get_cross_device_ops(value).reduce(
             reduce_op, value, destinations=destinations, options=options

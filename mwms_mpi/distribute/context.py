@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from mwms_mpi import _context
 from mwms_mpi.distribute.distribute_lib import Strategy
@@ -15,7 +15,8 @@ def get_replica_context() -> ReplicaContext | None:
     ``None`` in cross-replica context (inside ``strategy.scope()`` but outside ``run``, or in a
     ``merge_call`` function); the default replica context outside any strategy.
     """
-    return _context.current().replica_context
+    # the distribute layer is the only writer of the stack: its entries hold its own classes
+    return cast("ReplicaContext | None", _context.current().replica_context)
 
 
 def get_cross_replica_context() -> Strategy | None:
@@ -25,8 +26,8 @@ def get_cross_replica_context() -> Strategy | None:
     """
     entry = _context.current()
     if entry is _context.get_default():
-        return entry.strategy
-    return entry.cross_replica_context
+        return cast("Strategy | None", entry.strategy)
+    return cast("Strategy | None", entry.cross_replica_context)
 
 
 def in_cross_replica_context() -> bool:
@@ -36,7 +37,7 @@ def in_cross_replica_context() -> bool:
 
 def get_strategy() -> Strategy:
     """Returns the current ``tf.distribute.Strategy`` object (the default one if none)."""
-    return _context.current().strategy
+    return cast(Strategy, _context.current().strategy)
 
 
 def has_strategy() -> bool:

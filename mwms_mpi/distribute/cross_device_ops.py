@@ -22,6 +22,7 @@ from mwms_mpi import _arrays
 from mwms_mpi.distribute import cross_device_utils as utils
 from mwms_mpi.types import CommunicationOptions, ReduceOp
 from mwms_mpi.values import DistributedValues, IndexedSlices, Mirrored, PerReplica, regroup
+from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.convert import as_array, is_tensor
 
 __all__ = [
@@ -37,12 +38,9 @@ __all__ = [
 
 def _is_destination(destinations: Any) -> bool:
     return isinstance(
-        destinations, DistributedValues | np.ndarray | np.generic | IndexedSlices | str
-    ) or (
-        hasattr(destinations, "_distribute_strategy")
-        or _arrays.is_device_array(destinations)
-        or isinstance(destinations, int | float | bool)
-    )
+        destinations,
+        DistributedValues | VariableBase | np.ndarray | np.generic | IndexedSlices | str,
+    ) or (_arrays.is_device_array(destinations) or isinstance(destinations, int | float | bool))
 
 
 def validate_destinations(destinations: Any) -> None:
@@ -56,7 +54,7 @@ def validate_destinations(destinations: Any) -> None:
         if not destinations:
             raise ValueError("destinations can not be empty")
         return
-    if kind is np.ndarray or kind is PerReplica or kind is Mirrored:
+    if kind is np.ndarray or kind is PerReplica or kind is Mirrored:  # a batch's usual kinds
         return
     if not _is_destination(destinations):
         raise ValueError(
@@ -65,18 +63,6 @@ def validate_destinations(destinations: Any) -> None:
         )
     if isinstance(destinations, str) and not destinations:
         raise ValueError("destinations can not be empty")
-
-
-def num_destinations(destinations: Any) -> int:
-    """How many devices ``destinations`` names: one per component, else one."""
-    if type(destinations) is str:
-        return 1
-    if isinstance(destinations, DistributedValues):
-        return len(destinations._values)
-    values = getattr(destinations, "values", None)
-    if hasattr(destinations, "_distribute_strategy") and isinstance(values, tuple):
-        return len(values)
-    return 1
 
 
 def reduce_non_distributed_value(
@@ -110,7 +96,7 @@ def reduce_non_distributed_value(
             f"{reduce_op}."
         )
     validate_destinations(destinations)
-    return utils.mirror(utils.fresh(as_array(value)), num_destinations(destinations))
+    return utils.mirror(as_array(value).copy(), destinations)
 
 
 def _is_array(value: Any) -> bool:
@@ -137,27 +123,30 @@ def check_pairs(value_destination_pairs: Sequence[Any]) -> list[Any]:
 def _normalize_pairs(value_destination_pairs: Sequence[Any]) -> list[tuple[Any, Any]]:
     """TF's ``_normalize_value_destination_pairs``: pairs of (value, destinations) checked.
 
-    Values that are neither distributed nor arrays (Python numbers, lists) are converted to a
-    one-replica ``PerReplica``; arrays stay as they are, one replica's value (a batch of
-    gradients is mostly arrays, and wrapping each would cost more than the reduction's Python).
+    Each value as the implementations receive it (``cross_device_utils.replica_value``). A
+    batch whose values and destinations are all plain arrays comes back as
+    ``cross_device_utils.ArrayPairs``: for those, the rules hold as they are (an array is a
+    valid destination and its own one replica's value), decided here once for the batch.
 
     Raises:
       ValueError: for an element that is not a ``(value, destinations)`` pair, or invalid
         destinations.
     """
-    pairs = []
-    for pair in value_destination_pairs:
+    pairs = utils.ArrayPairs()
+    plain = True
+    append, validate, replica_value = pairs.append, validate_destinations, utils.replica_value
+    for pair in value_destination_pairs:  # per gradient: names bound once, outside the loop
         if type(pair) is not tuple or len(pair) != 2:
             (pair,) = check_pairs([pair])  # a list pair passes; anything else raises
+            pair = tuple(pair)
         value, destinations = pair
-        kind = type(value)
-        if kind is not np.ndarray and kind is not PerReplica and kind is not Mirrored:
-            value = utils.make_per_replica(value)
-        kind = type(destinations)
-        if kind is not np.ndarray and kind is not PerReplica and kind is not Mirrored:
-            validate_destinations(destinations)
-        pairs.append((value, destinations))
-    return pairs
+        if type(value) is np.ndarray and type(destinations) is np.ndarray:
+            append(pair)  # both rules' answer for two plain arrays: the pair as it is
+            continue
+        plain = False
+        validate(destinations)
+        append((replica_value(value), destinations))
+    return pairs if plain else list(pairs)
 
 
 class CrossDeviceOps:
@@ -168,9 +157,9 @@ class CrossDeviceOps:
     ``_gather_implementation``.
     """
 
-    @property
-    def _num_between_graph_workers(self) -> int:
-        return 1
+    # TF's property: the workers each running this program (an implementation across workers
+    # sets its own); a plain attribute, read on every reduction.
+    _num_between_graph_workers: int = 1
 
     def reduce(
         self,
@@ -216,7 +205,7 @@ class CrossDeviceOps:
         first = utils.local_values(pairs[0][0]) if pairs else ()
         if self._num_between_graph_workers == 1 and len(first) == 1:
             return [
-                regroup(tuple(utils.fresh(as_array(x)) for x in utils.local_values(v)), Mirrored)
+                regroup(tuple(as_array(x).copy() for x in utils.local_values(v)), Mirrored)
                 for v, _ in pairs
             ]
         return self.batch_reduce_implementation(reduce_op, pairs, options)
@@ -253,13 +242,11 @@ class CrossDeviceOps:
           it is), and the result when there is one value on one worker (a copy of it on each
           destination: nothing to reduce or gather), else ``None``.
         """
-        if type(per_replica_value) is not np.ndarray:  # an array: a k = 1 step's result
-            per_replica_value = utils.make_per_replica(per_replica_value)
+        per_replica_value = utils.replica_value(per_replica_value)
         validate_destinations(destinations)
         values = utils.local_values(per_replica_value)
         if len(values) == 1 and self._num_between_graph_workers == 1:
-            fresh = utils.fresh(as_array(values[0]))
-            return per_replica_value, utils.mirror(fresh, num_destinations(destinations))
+            return per_replica_value, utils.mirror(as_array(values[0]).copy(), destinations)
         return per_replica_value, None
 
     def reduce_implementation(
@@ -294,7 +281,7 @@ class CrossDeviceOps:
     def broadcast_implementation(self, tensor: Any, destinations: Any) -> Any:
         """Implementation of ``broadcast``: a copy of ``tensor`` on each destination (the first
         too: a result never aliases the caller's array)."""
-        return utils.mirror(utils.fresh(as_array(tensor)), num_destinations(destinations))
+        return utils.mirror(as_array(tensor).copy(), destinations)
 
     def _gather_implementation(
         self, per_replica_value: Any, destinations: Any, axis: int, options: Any

@@ -28,18 +28,13 @@ _GATHER_DTYPES = _REDUCE_DTYPES
 _TF_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
 
 
-def _native(dtype: Any) -> np.dtype[Any]:
-    d = np.dtype(dtype)
-    return d if d.isnative else d.newbyteorder("=")
-
-
 def check_collective_reduce_dtype(dtype: Any) -> None:
     """Raises as TF's collective all-reduce does for a dtype its kernel does not take.
 
     Raises:
       InvalidArgumentError: for anything but float16/32/64, int32 and int64 (TF's message).
     """
-    if dtype not in _REDUCE_DTYPES and _native(dtype) not in _REDUCE_DTYPES:
+    if dtype not in _REDUCE_DTYPES and _arrays.native_dtype(dtype) not in _REDUCE_DTYPES:
         name = np.dtype(dtype).name
         raise errors.InvalidArgumentError(
             None,
@@ -55,7 +50,7 @@ def check_collective_gather_dtype(dtype: Any) -> None:
     Raises:
       TypeError: for anything but float16/32/64, int32 and int64 (TF's message).
     """
-    if dtype not in _GATHER_DTYPES and _native(dtype) not in _GATHER_DTYPES:
+    if dtype not in _GATHER_DTYPES and _arrays.native_dtype(dtype) not in _GATHER_DTYPES:
         name = np.dtype(dtype).name
         raise TypeError(
             f"Value passed to parameter 'input' has DataType {name} not in list of allowed "
@@ -63,36 +58,51 @@ def check_collective_gather_dtype(dtype: Any) -> None:
         )
 
 
-def make_per_replica(value: Any) -> DistributedValues:
-    """TF's ``_make_tensor_into_per_replica``: a lone value becomes a one-replica PerReplica."""
-    if isinstance(value, DistributedValues):
+def replica_value(value: Any) -> Any:
+    """The value-kind rule of the cross-device ops, its one home: what their
+    ``*_implementation`` methods receive. A ``DistributedValues`` and an array (one replica's
+    value, as TF documents "or a ``tf.Tensor`` like object") pass as they are: a step's result
+    at k = 1 is an array, and wrapping every gradient would cost more than its reduction's
+    Python. Anything else (a Python number, a list, a variable) becomes a one-replica
+    ``PerReplica`` of its converted value (TF's ``_make_tensor_into_per_replica``).
+    """
+    kind = type(value)  # an array as ``values.convert.as_array`` takes it as it is
+    if kind is np.ndarray or isinstance(value, DistributedValues) or _arrays.is_device_array(value):
         return value
     return PerReplica((as_array(value),))
 
 
-def local_values(value: Any) -> tuple[Any, ...]:
-    """The values of this worker's replicas: a ``DistributedValues``'s, or a lone array alone.
+class ArrayPairs(list[tuple[Any, Any]]):
+    """Normalised ``(value, destinations)`` pairs that are all plain numpy arrays: the batch
+    of a k = 1 step's gradients, each reduced onto itself.
 
-    What the ``*_implementation`` methods receive may be either (TF documents "a
-    ``DistributedValues``, or a ``tf.Tensor`` like object").
+    The value-kind rule, decided once for the whole batch where the pairs are normalised
+    (``cross_device_ops._normalize_pairs``, the only maker): each value is then its own one
+    replica's value (:func:`replica_value`, :func:`local_values`) and each result its own
+    destination (:func:`mirror`), so an implementation reads the type instead of asking those
+    rules once per gradient.
     """
-    if type(value) is np.ndarray:
-        return (value,)
+
+
+def local_values(value: Any) -> tuple[Any, ...]:
+    """The values of this worker's replicas: a ``DistributedValues``'s, or a lone value alone
+    (what :func:`replica_value` passes on)."""
     return value._values if isinstance(value, DistributedValues) else (value,)
 
 
-def fresh(value: Any) -> Any:
-    """A copy of an array or ``IndexedSlices``: a result must never be the caller's input."""
-    if isinstance(value, IndexedSlices):
-        return IndexedSlices(value.values.copy(), value.indices.copy(), value.dense_shape)
-    return value.copy()
+def mirror(result: Any, destinations: Any) -> Any:
+    """``result`` (new, not the caller's) on each device ``destinations`` names (TF's
+    ``simple_broadcast``): itself for one device, else a ``Mirrored`` of copies.
 
-
-def mirror(result: Any, count: int) -> Any:
-    """``result`` on ``count`` destinations: itself for one, else a ``Mirrored`` of copies."""
+    A ``DistributedValues`` (a distributed variable too) names one device per component;
+    anything else (a device string, an array, a variable) one.
+    """
+    if type(destinations) is str or not isinstance(destinations, DistributedValues):
+        return result
+    count = len(destinations._values)
     if count == 1:
         return result
-    return Mirrored([result, *(fresh(result) for _ in range(count - 1))])
+    return Mirrored([result, *(result.copy() for _ in range(count - 1))])
 
 
 def local_sum(
@@ -158,9 +168,27 @@ def local_concat(values: Sequence[Any]) -> IndexedSlices:
     )
 
 
-def divide(reduce_op: ReduceOp, value: Any, n: int, owned: bool) -> Any:
-    """``value`` (a sum over ``n`` replicas) as ``reduce_op`` asks: MEAN divides (TF's truediv)."""
-    if reduce_op != ReduceOp.MEAN:
+def mean_divisors(reduce_op: ReduceOp, dtype: Any, n: int) -> tuple[int, int | None]:
+    """TF's MEAN, the one rule: the SUM over ``n`` replicas divided by ``n``. Where the division
+    happens, as ``(inside, after)``:
+
+    * with op determinism on, a float (or complex) MEAN divides the exact sum before its one
+      rounding: ``(n, None)``, ``n`` being the collective's (or ``local_sum``'s) ``divisor``;
+    * any other MEAN divides the rounded sum with TF's ``truediv`` (:func:`divide`):
+      ``(1, n)``, even for ``n == 1`` (an int32 MEAN is float64, as in TF);
+    * a SUM divides nothing: ``(1, None)``.
+    """
+    if reduce_op is not ReduceOp.MEAN:
+        return 1, None
+    if np.dtype(dtype).kind in "fc" and exact_sums_for(dtype):
+        return n, None
+    return 1, n
+
+
+def divide(value: Any, n: int | None, owned: bool) -> Any:
+    """``value`` (a sum) divided after its rounding as :func:`mean_divisors` says (``n``; none
+    for ``None``): TF's ``truediv``, on an ``IndexedSlices``'s values."""
+    if n is None:
         return value
     if isinstance(value, IndexedSlices):
         return IndexedSlices(truediv(value.values, n, owned), value.indices, value.dense_shape)
@@ -176,12 +204,13 @@ def simple_reduce(
 
     With op determinism on, a float MEAN divides the exact sum before its one rounding.
     """
-    if type(values[0]) is IndexedSlices:
-        return divide(reduce_op, local_concat(values), len(values), True)
-    mean = accumulation_fn is None and reduce_op == ReduceOp.MEAN
-    if mean and exact_sums_for(as_array(values[0]).dtype):
-        return local_sum(values, None, len(values))
-    return divide(reduce_op, local_sum(values, accumulation_fn), len(values), True)
+    k = len(values)
+    if type(values[0]) is IndexedSlices:  # concatenated: no sum to divide inside
+        return divide(local_concat(values), k if reduce_op is ReduceOp.MEAN else None, True)
+    inside, after = mean_divisors(reduce_op, as_array(values[0]).dtype, k)
+    if accumulation_fn is not None and inside != 1:  # the user's sum: divided after it
+        inside, after = 1, k
+    return divide(local_sum(values, accumulation_fn, inside), after, True)
 
 
 def exact_sums_for(dtype: Any) -> bool:

@@ -25,7 +25,7 @@ from mwms_mpi.distribute.strategy_extended import (
     StrategyExtended,
     UpdateContext,
 )
-from mwms_mpi.types import ReduceOp, as_reduce_op, reduce_op_text
+from mwms_mpi.types import ReduceOp, as_reduce_op, reduce_op_and_text
 from mwms_mpi.values import IndexedSlices
 from mwms_mpi.values.convert import as_array, truediv
 from mwms_mpi.values.structure import of_value
@@ -37,17 +37,18 @@ class _CurrentDistributionContext:
     """``strategy.scope()``: enters cross-replica context; re-entering the same scope is allowed."""
 
     def __init__(self, strategy: Strategy) -> None:
+        self._strategy = strategy
         self._entry = _context.ContextEntry(strategy, strategy, None)
         self._tokens: list[_context.Token | None] = []
 
     def __enter__(self) -> Strategy:
         entry = _context.current()
         if entry.strategy is not _context.get_default().strategy:
-            _context.require_cross_replica_or_default(self._entry.strategy._extended)
+            _context.require_cross_replica_or_default(self._strategy._extended)
             self._tokens.append(None)
         else:
             self._tokens.append(_context.push(self._entry))
-        return self._entry.strategy
+        return self._strategy
 
     def __exit__(self, *exc: object) -> None:
         token = self._tokens.pop()
@@ -155,11 +156,11 @@ class Strategy:
         """
         ext = self._extended
         axis_text = "" if axis is None else str(axis)
-        op_text = reduce_op_text(reduce_op)
+        op, op_text = reduce_op_and_text(reduce_op)
         structure = of_value(value)  # "" for one dense value: the context stays cached
         with api_call(ext._communicator, "Strategy.reduce", op_text, axis_text, "", structure):
             _context.require_cross_replica_or_default(ext)
-            reduce_op = as_reduce_op(reduce_op)
+            reduce_op = op if op is not None else as_reduce_op(reduce_op)
             if axis is None:
                 return ext._reduce(reduce_op, value)
             if reduce_op == ReduceOp.SUM:
@@ -386,6 +387,10 @@ class _DefaultDistributionExtended(StrategyExtended):
     """Implementation of the default strategy: one replica, nothing distributed."""
 
     def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
+        return value
+
+    def value_container(self, value: Any) -> Any:
+        """The value itself: the default strategy has no containers (TF's own override)."""
         return value
 
     def _gather_to_implementation(

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors
+from mwms_mpi._context import CommunicatorLike, StrategyLike
 from mwms_mpi._lifecycle import agreed_exit
 from mwms_mpi.cluster import multi_worker_util
 from mwms_mpi.train.checkpoint import Checkpoint, strategy_for
@@ -76,7 +77,7 @@ class TerminationConfig:
         self.save_fn = save_fn
 
 
-def _min_max_over_workers(communicator: Any, value: int) -> tuple[int, int]:
+def _min_max_over_workers(communicator: CommunicatorLike | None, value: int) -> tuple[int, int]:
     """``(min, max)`` of ``value`` over every worker: the one agreement this module makes.
 
     Without a communicator (one worker) there is nothing to agree with.
@@ -195,10 +196,10 @@ class PreemptionCheckpointHandler:
             return given
         return CheckpointManager(given, directory=str(self._checkpoint_dir), max_to_keep=1)
 
-    def _agreement_communicator(self, checkpoint: Checkpoint, spec: Any) -> Any:
+    def _agreement_communicator(self, checkpoint: Checkpoint, spec: Any) -> CommunicatorLike | None:
         """The communicator of the checkpoint's strategy: the one the workers agree over."""
-        strategy = strategy_for(checkpoint)
-        communicator = getattr(strategy.extended, "communicator", None)
+        strategy: StrategyLike = strategy_for(checkpoint)
+        communicator = strategy.extended.communicator
         workers = 1
         if not self._local_mode:
             workers = multi_worker_util.worker_count(spec, self._cluster_resolver.task_type)

@@ -26,7 +26,7 @@ from mwms_mpi.distribute.input_spec import Optional, PerReplicaSpec
 from mwms_mpi.values import regroup
 
 if TYPE_CHECKING:  # the strategy imports this module, never the other way at run time
-    from mwms_mpi.distribute.distribute_lib import Strategy
+    from mwms_mpi.distribute._types import StrategyProtocol
 
 __all__ = [
     "DistributedDataset",
@@ -111,7 +111,7 @@ class DistributedIterator:
         self,
         pipelines: Sequence[tuple[Iterator[Any], int, Any]],
         input_workers: InputWorkers,
-        strategy: Strategy,
+        strategy: StrategyProtocol,
         element_spec: Any,
         cardinality: int,
         partial_batches: bool,
@@ -153,8 +153,7 @@ class DistributedIterator:
           ValueError: when called inside a replica function (``strategy.run``).
         """
         del name
-        replica_context = _context.current().replica_context
-        if replica_context is not None and replica_context is not _default_replica_context():
+        if _context.in_replica_function():
             raise ValueError(
                 "next(iterator) should be called from outside of replica_fn. e.g. "
                 "strategy.run(replica_fn, args=(next(iterator),))"
@@ -221,10 +220,6 @@ def _fill_dummies(values: list[Any], specs: list[Any]) -> list[Any]:
     ]
 
 
-def _default_replica_context() -> Any:
-    return _context.get_default().replica_context
-
-
 class DistributedDataset:
     """Represents a dataset distributed among devices and machines (``tf.distribute``'s).
 
@@ -236,7 +231,7 @@ class DistributedDataset:
         self,
         datasets: Sequence[tuple[Dataset, int]],
         input_workers: InputWorkers,
-        strategy: Strategy,
+        strategy: StrategyProtocol,
         cardinality: int,
         partial_batches: bool,
         infinite: bool,
@@ -325,7 +320,7 @@ def _enable_partial_batches(input_workers: InputWorkers, element_spec: Any, infi
 def get_distributed_dataset(
     dataset: Dataset,
     input_workers: InputWorkers,
-    strategy: Strategy,
+    strategy: StrategyProtocol,
     num_replicas_in_sync: int,
     options: InputOptions | None = None,
 ) -> DistributedDataset:
@@ -383,7 +378,7 @@ def check_from_function_options(options: InputOptions | None) -> None:
 def get_distributed_datasets_from_function(
     dataset_fn: Callable[[InputContext], Dataset],
     input_workers: InputWorkers,
-    strategy: Strategy,
+    strategy: StrategyProtocol,
     num_replicas_in_sync: int,
     options: InputOptions | None = None,
 ) -> DistributedDatasetsFromFunction:

@@ -24,7 +24,7 @@ from mwms_mpi.distribute.replica_context import ReplicaContext
 from mwms_mpi.values import regroup, select_replica
 
 if TYPE_CHECKING:
-    from mwms_mpi.distribute.distribute_lib import Strategy
+    from mwms_mpi.distribute._types import StrategyProtocol
 
 
 class _RequestedStop(Exception):
@@ -114,7 +114,7 @@ class MirroredReplicaContext(ReplicaContext):
 
 
 def call_for_each_replica(
-    strategy: Strategy,
+    strategy: StrategyProtocol,
     contexts: tuple[ReplicaContext, ...],
     fn: Callable[..., Any],
     args: Any,

@@ -23,12 +23,7 @@ from mwms_mpi.distribute.cross_device_ops import (
     reduce_non_distributed_value,
 )
 from mwms_mpi.distribute.deprecated import DistributedIteratorV1
-from mwms_mpi.distribute.distribute_lib import (
-    Strategy,
-    StrategyExtended,
-    UpdateContext,
-    _value_context,
-)
+from mwms_mpi.distribute.distribute_lib import Strategy, StrategyExtended, _value_context
 from mwms_mpi.distribute.gpus import GpuPlacement, placement_for
 from mwms_mpi.distribute.input_context import InputOptions, InputReplicationMode
 from mwms_mpi.distribute.input_lib import (
@@ -52,6 +47,8 @@ from mwms_mpi.values import (
     select_replica,
     update_regroup,
 )
+from mwms_mpi.values._base import VariableBase
+from mwms_mpi.values.aggregation import UpdateContext
 
 _DEVICE = re.compile(
     r"^(?:/job:[^/]+)?(?:/replica:\d+)?(?:/task:\d+)?/?(?:device:)?(cpu|gpu):(\d+)$"
@@ -156,15 +153,6 @@ class MirroredExtended(StrategyExtended):
         ]
         return regroup(per_replica, always_wrap=True)
 
-    def _local_results(self, value: Any) -> tuple[Any, ...]:
-        if type(value) is np.ndarray:
-            return (value,)
-        if isinstance(value, DistributedValues):
-            return value._values
-        if nest.is_nested(value):
-            return tuple(select_replica(i, value) for i in range(len(self._devices)))
-        return (value,)
-
     # -- input -------------------------------------------------------------------------------
 
     def _input_workers(self) -> InputWorkers:
@@ -212,11 +200,27 @@ class MirroredExtended(StrategyExtended):
             return ReductionToOneDevice()
         return self._cross_device_ops
 
-    def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
-        if is_mirrored(value) and reduce_op == ReduceOp.MEAN:
-            return value
-        if is_mirrored(value):
+    def _mirrored_short_circuit(self, reduce_op: ReduceOp, value: Any) -> bool:
+        """TF's rule for a ``Mirrored`` value in ``_reduce_to``, its one home (both strategies'
+        ``_reduce_to`` start with it): a MEAN is the value itself (True: return it), a SUM
+        fails TF's assertion. TF moves no data for the MEAN; a worker whose value is not
+        ``Mirrored`` would wait in its collective forever, so across workers the decision is
+        agreed (docs/architecture.md, "Every call is agreed").
+
+        Raises:
+          AssertionError: for a SUM (TF asserts the value is not ``Mirrored``).
+        """
+        if not is_mirrored(value):
+            return False
+        if reduce_op != ReduceOp.MEAN:
             raise AssertionError("reduce_to(SUM) of a Mirrored value (TF asserts it is not)")
+        if self._communicator is not None:
+            self._communicator.min_max(0, "MEAN of a Mirrored value (nothing to move)")
+        return True
+
+    def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
+        if self._mirrored_short_circuit(reduce_op, value):
+            return value
         cpu = _on_cpu(destinations, self._devices)
 
         def get_values(v: Any) -> Any:
@@ -234,9 +238,20 @@ class MirroredExtended(StrategyExtended):
     def _batch_reduce_to(
         self, reduce_op: ReduceOp, pairs: Sequence[tuple[Any, Any]], options: Any
     ) -> list[Any]:
+        """TF's rule, its one home (``CollectiveAllReduceExtended`` inherits it): the whole
+        batch goes to one cross-device ops object, each value's choice of
+        ``_get_cross_device_ops`` (here by dtype; by replica count there). An empty batch is
+        ``[]`` (TF fails on ``None.batch_reduce``): at once for one worker, through the
+        replicas' collective for several, whose agreement compares the batch's structure (``[]``
+        on one worker and a value on another raise on both instead of one of them waiting).
+
+        Raises:
+          ValueError: for values that choose different ops (TF's message).
+        """
         ops: CrossDeviceOps | None = None
+        choose = self._get_cross_device_ops  # per gradient: bound once
         for value, _ in pairs:
-            candidate = self._get_cross_device_ops(value)
+            candidate = choose(value)
             if ops is None:
                 ops = candidate
             elif ops is not candidate:  # as TF: two int32 values make two in-process ops
@@ -245,7 +260,9 @@ class MirroredExtended(StrategyExtended):
                     "compute devices."
                 )
         if ops is None:
-            return []
+            if self._communicator is None:
+                return []
+            ops = self._cross_device_ops
         return ops.batch_reduce(reduce_op, pairs, options=options)
 
     def _gather_to_implementation(
@@ -370,7 +387,7 @@ def _on_cpu(destinations: Any, devices: tuple[str, ...]) -> bool:
     """
     if isinstance(destinations, str):
         return "cpu" in destinations.lower()
-    if isinstance(destinations, DistributedValues) or hasattr(destinations, "_distribute_strategy"):
+    if isinstance(destinations, DistributedValues | VariableBase):
         return any("cpu" in d.lower() for d in devices)
     return not _arrays.is_device_array(destinations)
 

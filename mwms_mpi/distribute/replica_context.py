@@ -11,19 +11,17 @@ agreement too, so the other workers raise with it instead of waiting.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from mwms_mpi import _context, nest
 from mwms_mpi.collective.call_context import api_call
-from mwms_mpi.types import CommunicationOptions, ReduceOp, as_reduce_op, reduce_op_text
+from mwms_mpi.distribute._types import StrategyProtocol
+from mwms_mpi.types import CommunicationOptions, ReduceOp, as_reduce_op, reduce_op_and_text
 from mwms_mpi.values import IndexedSlices, select_replica
 from mwms_mpi.values.convert import as_array
 from mwms_mpi.values.structure import of as structure_of
-
-if TYPE_CHECKING:
-    from mwms_mpi.distribute.distribute_lib import Strategy
 
 
 class ReplicaContext:
@@ -34,7 +32,7 @@ class ReplicaContext:
       replica_id_in_sync_group: the global id of the replica.
     """
 
-    def __init__(self, strategy: Strategy, replica_id_in_sync_group: int) -> None:
+    def __init__(self, strategy: StrategyProtocol, replica_id_in_sync_group: int) -> None:
         self._strategy = strategy
         self._replica_id = int(replica_id_in_sync_group)
         self._entry = _context.ContextEntry(strategy, None, self)
@@ -49,7 +47,7 @@ class ReplicaContext:
         _context.reset(self._tokens.pop())
 
     @property
-    def strategy(self) -> Strategy:
+    def strategy(self) -> StrategyProtocol:
         """The current ``tf.distribute.Strategy`` object."""
         return self._strategy
 
@@ -100,7 +98,7 @@ class ReplicaContext:
         Returns:
           A nest of the same structure holding the reduced values (numpy arrays).
         """
-        op_text = reduce_op_text(reduce_op)
+        op, op_text = reduce_op_and_text(reduce_op)
         structure, failed = "", None
         try:
             structure = structure_of(value)
@@ -108,13 +106,13 @@ class ReplicaContext:
         except Exception as exc:  # any (2**70 overflows): raised in the agreement, everywhere
             flat, failed = [], exc
 
-        def batch_all_reduce(strategy: Strategy, *value_flat: Any) -> list[Any]:
+        def batch_all_reduce(strategy: StrategyProtocol, *value_flat: Any) -> list[Any]:
             ext = strategy.extended
             api = "ReplicaContext.all_reduce"
             with api_call(ext._communicator, api, op_text, structure=structure):
                 if failed is not None:
                     raise failed
-                checked = as_reduce_op(reduce_op)
+                checked = op if op is not None else as_reduce_op(reduce_op)
                 return ext.batch_reduce_to(checked, [(v, v) for v in value_flat], options)
 
         return nest.pack_sequence_as(value, self.merge_call(batch_all_reduce, args=flat))
@@ -135,7 +133,7 @@ class ReplicaContext:
         except Exception as exc:  # any: raised in the agreement, on every worker
             flat, failed = [], exc
 
-        def batch_all_gather(strategy: Strategy, *value_flat: Any) -> list[Any]:
+        def batch_all_gather(strategy: StrategyProtocol, *value_flat: Any) -> list[Any]:
             ext = strategy.extended
             api, axis_text = "ReplicaContext.all_gather", str(axis)
             with api_call(ext._communicator, api, axis=axis_text, structure=structure):

@@ -9,25 +9,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mwms_mpi import _context, nest
 from mwms_mpi.collective import Communicator
 from mwms_mpi.collective.call_context import api_call
+from mwms_mpi.distribute._types import StrategyProtocol
 from mwms_mpi.distribute.cross_device_ops import check_pairs
 from mwms_mpi.types import (
     CommunicationOptions,
     ReduceOp,
     VariableAggregation,
     as_reduce_op,
-    reduce_op_text,
+    reduce_op_and_text,
 )
-from mwms_mpi.values import DistributedValues, select_replica
 from mwms_mpi.values.aggregation import UpdateContext, get_update_replica_id
+from mwms_mpi.values.distributed import local_results, value_container
 from mwms_mpi.values.structure import of_pairs, of_value
-
-if TYPE_CHECKING:
-    from mwms_mpi.distribute.distribute_lib import Strategy
+from mwms_mpi.values.variables import Variable
 
 __all__ = ["CPU0", "StrategyExtended", "UpdateContext", "get_update_replica_id"]
 
@@ -47,12 +46,26 @@ class StrategyExtended:
     # The communicator across workers, if any: public APIs name themselves to its agreement.
     _communicator: Communicator | None = None
 
-    def __init__(self, container_strategy: Strategy) -> None:
+    def __init__(self, container_strategy: StrategyProtocol) -> None:
         self._container_strategy_ref = container_strategy
         self._num_replicas_in_sync = 1
 
-    def _container_strategy(self) -> Strategy:
+    def _container_strategy(self) -> StrategyProtocol:
         return self._container_strategy_ref
+
+    @property
+    def communicator(self) -> Communicator | None:
+        """The communicator across workers (``None`` for a single worker, or none at all).
+
+        The typed seam (``_context.ExtendedLike``) through which values/, train/ and
+        optimizers/ name their collectives and agree outcomes: not part of TF's API.
+        """
+        return self._communicator
+
+    def _create_variable(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+        """The hook ``Variable(...)`` calls in this strategy's scope: here a plain variable
+        (TF's default strategy); strategies that mirror variables override it."""
+        return next_creator(**kwargs)
 
     # cross-replica reductions
 
@@ -72,7 +85,7 @@ class StrategyExtended:
           ValueError: for a ``VariableAggregation`` or list as ``reduce_op``/``destinations``.
           RuntimeError: in replica context.
         """
-        api, op = "StrategyExtended.reduce_to", reduce_op_text(reduce_op)
+        api, op = "StrategyExtended.reduce_to", reduce_op_and_text(reduce_op)[1]
         with api_call(self._communicator, api, op, structure=of_value(value)):
             _require_cross_replica(self)
             reduce_op = _check_reduce_op(reduce_op)
@@ -96,7 +109,7 @@ class StrategyExtended:
         """
         if not isinstance(value_destination_pairs, list | tuple):  # a zip: read it once
             value_destination_pairs = _listed(value_destination_pairs)
-        api, op = "StrategyExtended.batch_reduce_to", reduce_op_text(reduce_op)
+        api, op = "StrategyExtended.batch_reduce_to", reduce_op_and_text(reduce_op)[1]
         with api_call(self._communicator, api, op, structure=of_pairs(value_destination_pairs)):
             _require_cross_replica(self)
             reduce_op = _check_reduce_op(reduce_op)
@@ -141,8 +154,7 @@ class StrategyExtended:
         selected for that component (``Mirrored`` arguments are unwrapped).
         """
         kwargs = kwargs or {}
-        replica_context = _context.current().replica_context
-        if replica_context is None or replica_context is _context.get_default().replica_context:
+        if not _context.in_replica_function():
             # TF returns the per-device results (values.update_regroup), not the variable.
             with self._container_strategy().scope():
                 return self._update(var, fn, args, kwargs, group)
@@ -155,8 +167,9 @@ class StrategyExtended:
         self, var: Any, fn: Callable[..., Any], args: Any, kwargs: Any, group: bool
     ) -> Any:
         replica_context = _context.current().replica_context
+        assert replica_context is not None  # update() routes here only in a replica context
 
-        def merge_fn(_: Strategy, *merged_args: Any, **merged_kwargs: Any) -> Any:
+        def merge_fn(_: StrategyProtocol, *merged_args: Any, **merged_kwargs: Any) -> Any:
             return self.update(var, fn, merged_args, merged_kwargs, group)
 
         return replica_context.merge_call(merge_fn, args=args, kwargs=kwargs)
@@ -220,13 +233,14 @@ class StrategyExtended:
         pass
 
     def value_container(self, value: Any) -> Any:
-        """Returns the container that this per-replica ``value`` belongs to."""
-        from_values = getattr(value, "_distributed_container", None)
-        return from_values() if callable(from_values) else value
+        """Returns the container that this per-replica ``value`` belongs to, else ``value``
+        (TF's ``distribute_utils.value_container``: ``values.distributed.value_container``)."""
+        return value_container(value)
 
     def variable_created_in_scope(self, v: Any) -> bool:
         """Tests whether ``v`` was created while this strategy scope was active."""
-        return getattr(v, "_distribute_strategy", None) is self._container_strategy()
+        strategy = v.distribute_strategy if isinstance(v, Variable) else None
+        return strategy is self._container_strategy()
 
     def read_var(self, v: Any) -> Any:
         """Reads the value of a variable in cross-replica context."""
@@ -246,13 +260,8 @@ class StrategyExtended:
     def _call_for_each_replica(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         raise NotImplementedError("must be implemented in descendants")
 
-    def _local_results(self, value: Any) -> tuple[Any, ...]:
-        if isinstance(value, DistributedValues):
-            return value.values
-        if nest.is_nested(value):
-            count = len(self.worker_devices)
-            return tuple(select_replica(i, value) for i in range(count))
-        return (value,)
+    # TF's ``_local_results``, bound here from its one home (the default strategy has its own)
+    _local_results = local_results
 
     def _experimental_distribute_values_from_function(self, value_fn: Callable[[Any], Any]) -> Any:
         raise NotImplementedError("must be implemented in descendants")

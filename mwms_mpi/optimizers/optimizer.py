@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from mwms_mpi import _context
 from mwms_mpi._arrays import array_module, as_dtype
-from mwms_mpi.distribute import context
 from mwms_mpi.train import _deferred
 from mwms_mpi.types import ReduceOp, VariableAggregation
 from mwms_mpi.values import IndexedSlices
+from mwms_mpi.values.distributed_variable import DistributedVariable
 from mwms_mpi.values.indexed_slices import to_dense
 from mwms_mpi.values.variables import Variable
 
@@ -81,7 +82,7 @@ class Optimizer:
         Optional: otherwise they are made by the first ``apply_gradients``. A checkpoint
         restored before either gives them their saved values when they are made.
         """
-        self._build(context.get_strategy(), list(var_list))
+        self._build(_context.current().strategy, list(var_list))
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> Any:
         """Sums the gradients over all replicas and applies them to every copy of each variable.
@@ -94,16 +95,18 @@ class Optimizer:
           The step counter variable.
         """
         pairs = [(g, v) for g, v in grads_and_vars if g is not None]
-        replica_context = context.get_replica_context()
-        if replica_context is not None:
-            return replica_context.merge_call(self._distributed_apply, args=(pairs,))
-        return self._distributed_apply(context.get_strategy(), pairs)
+        # The current entry straight from the low-level stack: importing mwms_mpi.distribute for
+        # its get_replica_context/get_strategy would load every strategy (and tie the layers).
+        entry = _context.current()
+        if entry.replica_context is not None:
+            return entry.replica_context.merge_call(self._distributed_apply, args=(pairs,))
+        return self._distributed_apply(entry.strategy, pairs)
 
     def _distributed_apply(self, strategy: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
         variables = [v for _, v in pairs]
         for var in variables:
             owner = getattr(var, "distribute_strategy", None)
-            if getattr(var, "_is_distributed_variable", False) and owner is not strategy:
+            if isinstance(var, DistributedVariable) and owner is not strategy:
                 # TF 2.21 + Keras 3 raise this; updating under another strategy (the default
                 # one, outside the scope) changed only the first replica's copy.
                 raise RuntimeError(f'Need to be inside "with strategy.scope()" for {owner!r}')

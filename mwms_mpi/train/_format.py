@@ -51,6 +51,7 @@ from typing import IO
 import numpy as np
 
 from mwms_mpi import errors
+from mwms_mpi._arrays import native_dtype
 
 FORMAT = "mwms_mpi.train.Checkpoint"
 VERSION = 1
@@ -122,8 +123,8 @@ def _restorable(dtype: np.dtype) -> bool:
         by_header = np.lib.format.descr_to_dtype(np.lib.format.dtype_to_descr(dtype))
     except (TypeError, ValueError):
         return False
-    native = dtype.newbyteorder("=")
-    return bool(by_name == native and by_header.newbyteorder("=") == native)
+    native = native_dtype(dtype)
+    return bool(by_name == native and native_dtype(by_header) == native)
 
 
 def check_savable_dtype(key: str, dtype: object) -> None:

@@ -38,6 +38,7 @@ from mwms_mpi.train import _deferred
 from mwms_mpi.train._walk import children, nodes, pretty
 from mwms_mpi.types import VariableSynchronization
 from mwms_mpi.values.aggregation import on_read_component_value
+from mwms_mpi.values.distributed_variable import DistributedVariable
 
 _LOG = logging.getLogger(__name__)
 _sequence = itertools.count(1)
@@ -193,7 +194,7 @@ def checked(key: str, leaf: Any, value: np.ndarray, path: str) -> np.ndarray:
         target = np.dtype(dtype) if dtype is not None else value.dtype
     except TypeError:
         target = value.dtype
-    if target.newbyteorder("=") != value.dtype:
+    if _arrays.native_dtype(target) != value.dtype:
         raise errors.InvalidArgumentError(
             None,
             "RestoreV2",
@@ -223,7 +224,7 @@ def assign(leaf: Any, value: np.ndarray) -> None:
     if isinstance(leaf, np.ndarray) or _arrays.is_device_array(leaf):
         xp = _arrays.array_module(leaf)  # a CuPy array gets the saved value on its GPU
         xp.copyto(leaf, _arrays.like(value, leaf), casting="unsafe")  # same dtype: exact
-    elif getattr(leaf, "_is_distributed_variable", False):
+    elif isinstance(leaf, DistributedVariable):
         _restore_components(leaf, value)
     elif _takes_read_value(leaf):
         leaf.assign(value, read_value=False)

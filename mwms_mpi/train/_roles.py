@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mwms_mpi import _context, _mpi
+from mwms_mpi._context import CommunicatorLike, StrategyLike
 from mwms_mpi.cluster.launcher import detect_launcher
-from mwms_mpi.distribute.context import get_strategy, has_strategy
 from mwms_mpi.train._walk import leaves
 
 
@@ -43,19 +43,27 @@ class Role:
     chief: bool
     task_id: int | None
     live_ids: frozenset[int] | None
-    communicator: Any
+    communicator: CommunicatorLike | None
 
 
-def strategy_for(objects: Mapping[str, Any]) -> Any:
+def strategy_for(objects: Mapping[str, Any]) -> StrategyLike:
     """The strategy a checkpoint of ``objects`` saves under: the current one, else the first
-    saved variable's, else the default one."""
-    if has_strategy():
-        return get_strategy()
+    saved variable's, else the default one.
+
+    Read from the lowest layer (``_context``), not ``mwms_mpi.distribute``: the strategy layer
+    imports this package (``PreemptionCheckpointHandler``), so importing it back is a cycle.
+    """
+    current = _context.current().strategy
+    if current is not None and current is not _context.get_default().strategy:
+        return current
     for _, leaf in leaves(objects):
-        strategy = getattr(leaf, "distribute_strategy", None)
+        strategy: StrategyLike | None = getattr(leaf, "distribute_strategy", None)  # any leaf
         if strategy is not None:
             return strategy
-    return get_strategy()
+    default = _context.get_default().strategy
+    if default is None:  # only before the distribute layer registered it (mwms_mpi imports it)
+        raise RuntimeError("mwms_mpi.distribute is not imported: there is no default strategy.")
+    return default
 
 
 def launch_rank() -> tuple[int, int | None]:
@@ -74,13 +82,13 @@ def launch_rank() -> tuple[int, int | None]:
     return info.rank, info.size
 
 
-def _is_default(strategy: Any) -> bool:
+def _is_default(strategy: StrategyLike) -> bool:
     return strategy is _context.get_default().strategy
 
 
-def _task_ids(strategy: Any) -> frozenset[int]:
+def _task_ids(strategy: StrategyLike) -> frozenset[int]:
     """The task ids of every task in the strategy's cluster (any job); none without a cluster."""
-    resolver = getattr(strategy, "cluster_resolver", None)
+    resolver = strategy.cluster_resolver
     if resolver is None:
         return frozenset()
     spec = resolver.cluster_spec()
@@ -88,7 +96,7 @@ def _task_ids(strategy: Any) -> frozenset[int]:
     return frozenset(ids)
 
 
-def role_for(strategy: Any) -> Role:
+def role_for(strategy: StrategyLike) -> Role:
     """This process's role in a save under ``strategy``."""
     if _is_default(strategy):
         rank, size = launch_rank()
@@ -96,6 +104,6 @@ def role_for(strategy: Any) -> Role:
             live = None if size is None else frozenset(range(size))
             return Role(rank == 0, rank, live, None)
     chief = bool(strategy.extended.should_checkpoint)
-    task_id = getattr(getattr(strategy, "cluster_resolver", None), "task_id", None)
+    task_id = getattr(strategy.cluster_resolver, "task_id", None)
     live = _task_ids(strategy) if chief else None
-    return Role(chief, task_id, live, getattr(strategy.extended, "communicator", None))
+    return Role(chief, task_id, live, strategy.extended.communicator)

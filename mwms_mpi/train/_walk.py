@@ -150,7 +150,6 @@ def read_for_save(key: str, leaf: Any) -> np.ndarray:
     array = np.asarray(_arrays.to_host(value))  # device values are saved from a host copy
     if array.dtype == object:
         raise ValueError(f"Cannot checkpoint a value of dtype object: {key} = {leaf!r}")
-    if not array.dtype.isnative:
-        array = array.astype(array.dtype.newbyteorder("="))
+    array = _arrays.native_array(array)
     check_savable_dtype(key, array.dtype)
     return array

@@ -1,10 +1,11 @@
 """TF's on-write / on-read update and aggregation rules for distributed variables (values_util).
 
-The strategy is an opaque object here (:class:`StrategyLike`): this layer calls only its public
-API (``scope``, ``reduce``, ``experimental_local_results``, ``extended.reduce_to``/
-``broadcast_to``/``update``) and reads the per-thread context from ``mwms_mpi._context``, so it
-needs no MPI and no strategy import. The update-replica marker (TF's ``UpdateContext``) lives
-here because variables must read it; the strategy layer re-exports it.
+The strategy is seen through its protocol (``_context.StrategyLike``): this layer calls only its
+public API (``scope``, ``reduce``, ``experimental_local_results``, ``extended.reduce_to``/
+``broadcast_to``/``update``, ``extended.communicator``) and reads the per-thread context from
+``mwms_mpi._context``, so it needs no MPI and no strategy import. The update-replica marker
+(TF's ``UpdateContext``) lives here because variables must read it; the strategy layer
+re-exports it.
 
 A variable's collective says what it is for (``call_context.api_call``, on the strategy's
 communicator, :func:`communicator_of`): "MirroredVariable.assign_add of `w`", "SyncOnRead read
@@ -17,37 +18,22 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from mwms_mpi import _context
+from mwms_mpi._context import CommunicatorLike, StrategyLike
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
 from mwms_mpi.values.convert import convert_to_dtype, truediv
 from mwms_mpi.values.distributed import PerReplica
 
 
-class StrategyLike(Protocol):
-    """What variables need of a strategy (``tf.distribute.Strategy``'s public API)."""
-
-    @property
-    def extended(self) -> Any: ...
-
-    @property
-    def num_replicas_in_sync(self) -> int: ...
-
-    def scope(self) -> Any: ...
-
-    def reduce(self, reduce_op: Any, value: Any, axis: Any) -> Any: ...
-
-    def experimental_local_results(self, value: Any) -> tuple[Any, ...]: ...
-
-
-def communicator_of(strategy: StrategyLike) -> Any:
+def communicator_of(strategy: StrategyLike) -> CommunicatorLike | None:
     """The strategy's communicator across workers (``None`` for one worker), on which a
-    variable's purpose is agreed (``StrategyExtended._communicator``, the layers' seam)."""
-    return getattr(strategy.extended, "_communicator", None)
+    variable's purpose is agreed (``extended.communicator``, the layers' typed seam)."""
+    return strategy.extended.communicator
 
 
 def purpose(var: Any, what: str) -> str:
@@ -211,6 +197,7 @@ def on_write_update_replica(
             return var._update_cross_replica(update_fn, v, **kwargs)
 
     ctx = _context.current().replica_context
+    assert ctx is not None  # the caller asserted a replica context (assert_replica_context)
     return ctx.merge_call(merge_fn, args=(value,), kwargs=kwargs)
 
 

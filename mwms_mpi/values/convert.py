@@ -8,6 +8,7 @@ import numpy as np
 
 from mwms_mpi import _arrays
 from mwms_mpi._constant import python_leaves, to_array
+from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.indexed_slices import IndexedSlices
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -36,7 +37,7 @@ def as_array(value: Any) -> Any:
         return np.asarray(value)
     if _arrays.is_device_array(value):
         return value
-    if getattr(value, "_is_mwms_variable", False):
+    if isinstance(value, VariableBase):
         return value.read_value()
     if isinstance(value, list | tuple):
         return to_array(value)
@@ -54,11 +55,9 @@ def is_tensor(value: Any) -> bool:
     Arrays (numpy and CuPy), numpy scalars, ``IndexedSlices`` and variables are tensors;
     Python numbers, lists and other objects are not.
     """
-    return (
-        isinstance(value, np.ndarray | np.generic | IndexedSlices)
-        or getattr(value, "_is_mwms_variable", False)
-        or _arrays.is_device_array(value)
-    )
+    if isinstance(value, np.ndarray | np.generic | IndexedSlices | VariableBase):
+        return True
+    return _arrays.is_device_array(value)
 
 
 def convert_to_dtype(value: Any, dtype: Any) -> Any:
@@ -72,7 +71,7 @@ def convert_to_dtype(value: Any, dtype: Any) -> Any:
       TypeError: for a Python value that TF cannot convert to ``dtype``.
     """
     dtype = np.dtype(dtype)
-    if getattr(value, "_is_mwms_variable", False):
+    if isinstance(value, VariableBase):
         value = value.read_value()
     if _arrays.is_device_array(value):
         return value.astype(dtype, copy=True)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import collections.abc as abc
+import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from mwms_mpi import _arrays, nest
+from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.convert import is_tensor
 
 
@@ -82,13 +84,56 @@ def is_mirrored(value: Any) -> bool:
 
 
 def value_container(value: Any) -> Any:
-    """Returns the container ``value`` belongs to (a distributed variable), or ``value``."""
+    """Returns the container ``value`` belongs to (a distributed variable), or ``value``.
+
+    TF's ``distribute_utils.value_container``, the one home of the rule (``regroup`` and
+    ``StrategyExtended.value_container`` call it): a component's live distributed variable;
+    the value itself when it belongs to none, or its variable is gone (the weak reference
+    answers ``None``: TF returns the value, not ``None``). A distributed variable holds
+    ``_distributed_container = None``, so it is its own container, as TF's ``isinstance``
+    test makes it.
+    """
     container = getattr(value, "_distributed_container", None)
     if container is not None and callable(container):
         found = container()
         if found is not None:
             return found
     return value
+
+
+class _HasWorkerDevices(Protocol):
+    @property
+    def worker_devices(self) -> tuple[str, ...]: ...
+
+
+def local_results(extended: _HasWorkerDevices, value: Any) -> tuple[Any, ...]:
+    """TF's ``StrategyExtendedV2._local_results``: ``value``'s parts, one per local replica.
+
+    The one home of the rule, bound as ``StrategyExtended._local_results`` (so that
+    ``strategy.reduce`` reaches it in one call); only the default strategy has its own,
+    ``(value,)``, as in TF. A distributed value gives its components; a nest gives one copy
+    per local replica with every ``DistributedValues`` in it indexed, distributed variables
+    included (TF's ``get_values``; ``select_replica`` keeps variables whole); anything else
+    gives ``(value,)``.
+
+    Args:
+      extended: the strategy's extended object (its ``worker_devices`` count the replicas).
+      value: what ``run`` or a reduction returned, or a variable.
+    """
+    if type(value) is np.ndarray:  # the common result (a k = 1 reduction): not a nest
+        return (value,)
+    if isinstance(value, DistributedValues):
+        return value._values
+    if nest.is_nested(value):
+        return tuple(
+            nest.map_structure(functools.partial(_component, i), value)
+            for i in range(len(extended.worker_devices))
+        )
+    return (value,)
+
+
+def _component(index: int, x: Any) -> Any:
+    return x._values[index] if isinstance(x, DistributedValues) else x
 
 
 def regroup(values: Sequence[Any], wrap_class: Any = PerReplica, always_wrap: bool = False) -> Any:
@@ -173,7 +218,7 @@ def _grouped_mirrored(values: tuple[Any, ...]) -> Any:
 
 
 def _identity(value: Any) -> Any:
-    if getattr(value, "_is_mwms_variable", False):
+    if isinstance(value, VariableBase):
         return value.read_value()
     if isinstance(value, np.generic):
         return np.asarray(value)
@@ -194,7 +239,7 @@ def _check_lengths(values: Sequence[Any], kind: type) -> None:
 
 
 def _select(replica_id: int, x: Any) -> Any:
-    if isinstance(x, DistributedValues) and not getattr(x, "_is_distributed_variable", False):
+    if isinstance(x, DistributedValues) and not isinstance(x, VariableBase):  # not a variable
         return x._values[replica_id]
     return x
 
@@ -225,7 +270,5 @@ def select_replica_mirrored(replica_id: int, structured: Any) -> Any:
     """
     for x in nest.flatten(structured):
         if isinstance(x, DistributedValues) and not is_mirrored(x):
-            if getattr(x, "_is_distributed_variable", False) and getattr(x, "_is_mirrored", False):
-                continue
             raise TypeError(f"Expected value to be mirrored across replicas: {x} in {structured}.")
     return select_replica(replica_id, structured)

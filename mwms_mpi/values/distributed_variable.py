@@ -1,8 +1,8 @@
 """DistributedVariable, MirroredVariable and SyncOnReadVariable: one plain component per replica.
 
 TF's ``values.py`` classes with the update rules of ``values/aggregation.py``. The components
-are plain ``Variable`` objects, in local replica order; the strategy is an opaque handle
-(``aggregation.StrategyLike``). ``create_mirrored_variable`` is TF's
+are plain ``Variable`` objects, in local replica order; the strategy is seen through its
+protocol (``_context.StrategyLike``). ``create_mirrored_variable`` is TF's
 ``distribute_utils.create_mirrored_variable``: the strategy's creator hook calls it.
 
 Reading a ``SyncOnReadVariable`` in cross-replica context is a collective with one purpose
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, _context
+from mwms_mpi._context import StrategyLike
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
 from mwms_mpi.values import aggregation as agg
@@ -51,7 +52,7 @@ class DistributedVariable(DistributedValues, Variable):
     """Holds a map from replica to variables (TF's ``DistributedVariable``).
 
     Args:
-      strategy: the strategy that created it (an opaque handle).
+      strategy: the strategy that created it.
       values: the component variables, one per local replica.
       aggregation: the ``VariableAggregation``.
 
@@ -59,12 +60,12 @@ class DistributedVariable(DistributedValues, Variable):
       ValueError: for MEAN with a non-floating dtype (TF's message).
     """
 
-    _is_distributed_variable = True
-    _is_mirrored = False
+    _distribute_strategy: StrategyLike  # never None here: set by the constructor
+    _values: tuple[Variable, ...]
 
     def __init__(
         self,
-        strategy: agg.StrategyLike,
+        strategy: StrategyLike,
         values: Sequence[Variable],
         aggregation: VariableAggregation,
     ) -> None:
@@ -87,7 +88,7 @@ class DistributedVariable(DistributedValues, Variable):
     @property
     def dtype(self) -> np.dtype[Any]:
         """The dtype of the components."""
-        return self._primary.dtype
+        return self._values[0].dtype
 
     @property
     def shape(self) -> Any:
@@ -102,7 +103,7 @@ class DistributedVariable(DistributedValues, Variable):
     @property
     def synchronization(self) -> VariableSynchronization:
         """ON_WRITE for a mirrored variable, ON_READ for a sync-on-read one."""
-        return self._primary.synchronization
+        return self._values[0].synchronization
 
     @property
     def aggregation(self) -> VariableAggregation:
@@ -118,6 +119,11 @@ class DistributedVariable(DistributedValues, Variable):
     def constraint(self) -> Any:
         """The constraint function of the primary, or ``None``."""
         return self._primary.constraint
+
+    @property
+    def distribute_strategy(self) -> StrategyLike:
+        """The strategy this variable was created under."""
+        return self._distribute_strategy
 
     def __len__(self) -> int:
         raise TypeError(f"object of type '{type(self).__name__}' has no len()")
@@ -152,12 +158,12 @@ class DistributedVariable(DistributedValues, Variable):
     def _dense(self) -> Any:
         return self.value()
 
-    def read_value(self) -> np.ndarray:
+    def read_value(self) -> Any:
         """The value in the current context: the replica's own, or the cross-replica value."""
         with _context.enter_or_assert_strategy(self._distribute_strategy):
             return _fresh(self._get())
 
-    def value(self) -> np.ndarray:
+    def value(self) -> Any:
         """The value of the current replica's component (the primary's outside a replica)."""
         return self._get_on_device_or_primary().value()
 
@@ -226,8 +232,6 @@ class DistributedVariable(DistributedValues, Variable):
 
 class MirroredVariable(DistributedVariable, Mirrored):
     """Holds a map from replica to variables whose values are kept in sync."""
-
-    _is_mirrored = True
 
     def _get_cross_replica(self) -> Any:
         return self._get_on_device_or_primary()
@@ -326,7 +330,7 @@ class SyncOnReadVariable(DistributedVariable):
     def _update_replica(self, update_fn: Callable[..., Any], value: Any, **kwargs: Any) -> Any:
         return update_fn(self._get_on_device_or_primary(), value, **kwargs)
 
-    def value(self) -> np.ndarray:
+    def value(self) -> Any:
         """The aggregated value in cross-replica context, else the replica's own component."""
         with _context.enter_or_assert_strategy(self._distribute_strategy):
             if self._cross_replica_write():
@@ -337,7 +341,7 @@ class SyncOnReadVariable(DistributedVariable):
 
 
 def create_mirrored_variable(
-    strategy: agg.StrategyLike, real_mirrored_creator: Callable[..., list[Variable]], **kwargs: Any
+    strategy: StrategyLike, real_mirrored_creator: Callable[..., list[Variable]], **kwargs: Any
 ) -> DistributedVariable:
     """Creates a distributed variable with the given synchronization and aggregation.
 

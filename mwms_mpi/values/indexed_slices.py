@@ -65,6 +65,10 @@ class IndexedSlices:
         """The device of the values (always the host here)."""
         return "/job:localhost/replica:0/task:0/device:CPU:0"
 
+    def copy(self) -> IndexedSlices:
+        """A copy whose arrays are new (as ``ndarray.copy``): a result never aliases its input."""
+        return IndexedSlices(self._values.copy(), self._indices.copy(), self._dense_shape)
+
     def __neg__(self) -> IndexedSlices:
         return IndexedSlices(-self._values, self._indices, self._dense_shape)
 

@@ -74,7 +74,9 @@ def of_pairs(value_destination_pairs: Any) -> str:
         values = [value for value, _ in value_destination_pairs]
     except (TypeError, ValueError):
         return of(value_destination_pairs)
-    return "[" + ", ".join(of_value(v) or DENSE for v in values) + "]"
+    # of_value's first case (an array) read in the loop: a batch of 200 gradients is arrays
+    texts = [DENSE if type(v) is np.ndarray else (of_value(v) or DENSE) for v in values]
+    return "[" + ", ".join(texts) + "]"
 
 
 def _leaf(value: Any) -> str:

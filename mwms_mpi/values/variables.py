@@ -2,8 +2,9 @@
 
 ``Variable(...)`` outside any strategy is a plain variable. Inside a strategy's scope (or its
 replica functions) the call goes to the strategy's ``extended._create_variable(next_creator,
-**kwargs)`` hook, which builds one plain component per local replica with ``next_creator`` and
-wraps them with :func:`create_mirrored_variable`. This module never imports the strategy layer.
+**kwargs)`` hook (typed: ``_context.ExtendedLike``), which builds one plain component per local
+replica with ``next_creator`` and wraps them with :func:`create_mirrored_variable`. This module
+never imports the strategy layer.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, _context, errors
+from mwms_mpi._context import StrategyLike
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
+from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.convert import as_array, convert_to_dtype
 
 _CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -56,10 +59,8 @@ class _VariableMeta(type):
             kw["synchronization"], kw["aggregation"], kw["trainable"], kw["name"]
         )
         strategy = _context.current().strategy
-        if strategy is not _context.get_default().strategy:
-            creator = getattr(strategy.extended, "_create_variable", None)
-            if creator is not None:
-                return creator(_plain_creator, **kw)
+        if strategy is not None and strategy is not _context.get_default().strategy:
+            return strategy.extended._create_variable(_plain_creator, **kw)
         return _plain_creator(**kw)
 
     @property
@@ -74,7 +75,8 @@ class _VariableMeta(type):
 
 
 def _plain_creator(**kwargs: Any) -> Variable:
-    return type.__call__(Variable, **kwargs)
+    variable: Variable = type.__call__(Variable, **kwargs)
+    return variable
 
 
 def _validate_plain(
@@ -117,7 +119,7 @@ def _binary(op: Callable[[Any, Any], Any], reflected: bool = False) -> Any:
     return method
 
 
-class Variable(metaclass=_VariableMeta):
+class Variable(VariableBase, metaclass=_VariableMeta):
     """A variable maintains shared, persistent state manipulated by a program (``tf.Variable``).
 
     The value is a numpy array, or a CuPy array on a GPU when the initial value is one. Reads
@@ -149,9 +151,7 @@ class Variable(metaclass=_VariableMeta):
       TypeError: for an initial value that cannot be converted to ``dtype``.
     """
 
-    _is_mwms_variable = True
-    _is_distributed_variable = False
-    _distribute_strategy: Any = None
+    _distribute_strategy: StrategyLike | None = None
     _device = _CPU0
 
     def __init__(
@@ -178,7 +178,7 @@ class Variable(metaclass=_VariableMeta):
         )
         value = initial_value_array(initial_value, dtype)
         self._value = value
-        self._dtype = value.dtype
+        self._dtype: np.dtype[Any] = value.dtype
         self._shape = value.shape if shape is None else _as_shape(shape)
         if not _compatible(self._shape, value.shape):
             raise ValueError(
@@ -236,7 +236,7 @@ class Variable(metaclass=_VariableMeta):
         return self._device
 
     @property
-    def distribute_strategy(self) -> Any:
+    def distribute_strategy(self) -> StrategyLike | None:
         """The strategy this variable was created under (``None`` for a plain variable)."""
         return self._distribute_strategy
 

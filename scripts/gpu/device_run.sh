@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The proof of GPU support on the lent GPU machine (one H100, 16 cores, Python 3.12 with CuPy,
-# no registry): install what research/gpu_machine.md's recipe installs from the carried
+# no registry): install what docs/gpus.md ("Installing") lists, from the carried
 # .device/ folder, then run one phase, writing a summary and every log under $OUT.
 #
 # Here, once:   make device-wheels        (.device/: mpich and pytest-mpi wheels, a trimmed

@@ -2,7 +2,7 @@
 # Fills DIR (default .device, git-ignored) with what the GPU machine lacks, for the device tool to
 # carry (64 MiB at most with the working tree): the mpich and pytest-mpi wheels for its Python
 # 3.12 (manylinux x86-64), and a trimmed Intel MPI 2021.14.2 (the newest impi-rt that bundles
-# libfabric; with I_MPI_OFFLOAD=1 a CUDA-aware MPI) as research/gpu_machine.md describes.
+# libfabric; with I_MPI_OFFLOAD=1 a CUDA-aware MPI) as docs/gpus.md ("Which MPIs are CUDA-aware") describes.
 # Uses pip's ordinary client against the configured index.
 set -euo pipefail
 dir=${1:-.device}

@@ -1,6 +1,6 @@
 """NCCL: its collectives, on the caller's stream, and its refusal of ranks that share a GPU.
 
-NCCL refuses two ranks on one device (research/gpu_machine.md), so on a machine with one GPU
+NCCL refuses two ranks on one device (docs/gpus.md, "Transports"), so on a machine with one GPU
 its multi-rank path (the unique id made on rank 0 and broadcast over MPI, the collectives, the
 abort) runs at one rank only; ``tests/mpi/test_staging.py`` runs the id exchange through MPI at
 any size. Under the fake CuPy (``make test-gpu-fake``, every CI run) each rank gets a fake GPU

@@ -186,7 +186,47 @@ LOCAL: dict[str, tuple[Callable[[Communicator], Any], Callable[[Communicator], A
         lambda c: c.all_gather(np.array(["a", "b"]) if _odd(c) else _ones(2)),
         errors.InvalidArgumentError,
     ),
+    # User types checked up front (issue "One call protocol"): refused, never a deep error.
+    "an axis that is not an integer": (
+        lambda c: c.all_gather(_ones(2)),
+        lambda c: c.all_gather(_ones(2), axis="0" if _odd(c) else 0),  # type: ignore[arg-type]
+        TypeError,
+    ),
+    "options that are not CommunicationOptions": (
+        lambda c: c.all_reduce(_ones(2)),
+        lambda c: c.all_reduce(_ones(2), options={"timeout_seconds": 5} if _odd(c) else None),  # type: ignore[arg-type]
+        TypeError,
+    ),
+    "a list where an array goes": (
+        lambda c: c.all_reduce(_ones(2)),
+        lambda c: c.all_reduce([1.0, 1.0] if _odd(c) else _ones(2)),
+        TypeError,
+    ),
+    "a batch that is not a sequence": (
+        lambda c: c.batch_all_reduce([_ones(2)]),
+        lambda c: c.batch_all_reduce(7 if _odd(c) else [_ones(2)]),  # type: ignore[arg-type]
+        TypeError,
+    ),
+    "a min_max value that is not an integer": (
+        lambda c: c.min_max(1, "value"),
+        lambda c: c.min_max(1.5 if _odd(c) else 1, "value"),  # type: ignore[arg-type]
+        ValueError,
+    ),
 }
+
+
+def test_a_bug_in_a_plan_step_surfaces_as_itself_unagreed(comm: Communicator) -> None:
+    """An exception no explicit check marked (an AttributeError from a bug of the package) is
+    never taken for the caller's bad argument: it surfaces as itself, nothing agreed."""
+    before = comm.calls
+
+    def buggy_plan(opts: Any, *_: Any) -> Any:
+        return None.layout  # type: ignore[attr-defined]
+
+    with pytest.raises(AttributeError):
+        comm._calls.run("all_reduce", None, buggy_plan, lambda *_: None)
+    assert comm.calls == before and comm._calls.busy is None
+    _still_usable(comm)
 
 
 def _caught(call: Callable[[], Any]) -> None:

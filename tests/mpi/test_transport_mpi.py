@@ -29,7 +29,7 @@ def _mpi() -> Any:
 
 
 def _expected_query(MPI: Any) -> set[int | None]:
-    """What research/gpu_machine.md measured for each library (none of these is CUDA-aware
+    """What docs/gpus.md ("Which MPIs are CUDA-aware") records for each library (none is CUDA-aware
     except Intel MPI with I_MPI_OFFLOAD=1)."""
     banner = MPI.Get_library_version()
     if "Intel" in banner:

@@ -4,12 +4,13 @@
     python -m tests.support.slurm_cluster down DIR   # stops what `up` started, by its PIDs
 
 Debian's ``slurm-wlm`` (slurmctld, slurmd, the clients) and ``munge`` are installed with apt
-when missing (as root; research: 12 s). Everything else is private to ``DIR``, so two runs on
-one machine, or a Slurm someone else started, never meet: the configuration (``SLURM_CONF``
-points the clients at it), state and spool directories, logs, pid files, free ports for the
-controller and the nodes, and a munge daemon of its own on its own socket. Two ``slurmd`` with
-the node names ``node01`` and ``node02`` run on this one host, so jobs see real multi-node
-variables (``SLURM_JOB_NODELIST=node[01-02]``, ``SLURM_TASKS_PER_NODE=2(x2)``).
+when missing (as root; about 12 s: docs/testing.md, "The local Slurm cluster"). Everything else
+is private to ``DIR``, so two runs on one machine, or a Slurm someone else started, never meet:
+the configuration (``SLURM_CONF`` points the clients at it), state and spool directories, logs,
+pid files, free ports for the controller and the nodes, and a munge daemon of its own on its own
+socket. Two ``slurmd`` with the node names ``node01`` and ``node02`` run on this one host, so
+jobs see real multi-node variables (``SLURM_JOB_NODELIST=node[01-02]``,
+``SLURM_TASKS_PER_NODE=2(x2)``).
 
 "Up" means ``sinfo`` shows both nodes idle within :data:`IDLE_WAIT_S` seconds; every other wait
 is bounded too. Whatever fails is said in one line on stderr (exit 1), and ``down`` stops

@@ -7,8 +7,9 @@ import time
 import pytest
 
 from mwms_mpi import errors
-from mwms_mpi.collective.calls import CallState, deadline
 from mwms_mpi.collective.deadline import Deadline, wait_all
+from mwms_mpi.collective.protocol import CallProtocol
+from mwms_mpi.collective.protocol import deadline_of as deadline
 from mwms_mpi.types import CommunicationOptions
 
 
@@ -78,8 +79,9 @@ class _Agreement:
 
 
 def test_an_expired_deadline_aborts_what_can_be_aborted() -> None:
-    state = CallState(_Agreement(), "c", (0,), CommunicationOptions())  # type: ignore[arg-type]
+    state = CallProtocol(_Agreement(), "c", (0,), CommunicationOptions(), ())  # type: ignore[arg-type]
     request, plain = _Abortable(), _DoneAfter(10**9)
+    state.busy, state.deadline = ("all_reduce", 1, None), Deadline(0.05)  # a call in flight
     with pytest.raises(errors.DeadlineExceededError):
-        state.complete("all_reduce", 1, Deadline(0.05), [request, plain], None)
+        state.wait([request, plain], None)
     assert request.aborted == 1 and state.poisoned is not None and not state.usable

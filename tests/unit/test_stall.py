@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import pytest
 
-from mwms_mpi.collective.stall import StallCheck, seconds_from_env, watched
+from mwms_mpi.collective.protocol import CallProtocol
+from mwms_mpi.collective.signature import Layout
+from mwms_mpi.collective.stall import StallCheck
+from mwms_mpi.types import CommunicationOptions
 
 
 @dataclass(eq=False)
@@ -19,15 +23,24 @@ class _State:
     name: str = "c"
 
 
-@dataclass(eq=False)
-class _Comm:
-    _state: _State = field(default_factory=_State)
+class _Agreement:
+    """The agreement's part the call template uses, agreeing at once (no MPI)."""
 
-    @watched
-    def collective(self, fail: bool) -> str:
-        if fail:
-            raise RuntimeError("boom")
-        return "done"
+    id, rank, size, calls, agreements, every_call = 0, 1, 4, 0, 0, True
+
+    def agree_now(self, *args: object) -> tuple[int, int]:
+        self.calls += 1
+        return 0, 0
+
+
+class _Plan(NamedTuple):
+    layout: Layout = Layout("x", "", ())
+    digest: int = 1
+    skippable: bool = False
+
+
+def _plan(opts: object, *args: object) -> tuple[_Plan, int]:
+    return _Plan(), 0
 
 
 def test_names_the_op_call_rank_wait_and_the_runner() -> None:
@@ -49,22 +62,18 @@ def test_names_the_op_call_rank_wait_and_the_runner() -> None:
     assert check.check([state], 10_000.0) == []
 
 
-def test_watched_methods_clear_the_busy_mark_however_they_end() -> None:
-    comm = _Comm(_State(("x", 1, None)))
-    assert comm.collective(False) == "done" and comm._state.busy is None
-    comm._state.busy = ("x", 2, None)
+def test_the_call_template_clears_the_busy_mark_however_a_call_ends() -> None:
+    calls = CallProtocol(_Agreement(), "c", (1,), CommunicationOptions(), ())  # type: ignore[arg-type]
+    seen = []
+
+    def step(plan: _Plan, agreed: tuple[int, int], fail: bool, *_: object) -> str:
+        seen.append(calls.busy)
+        if fail:
+            raise RuntimeError("boom")
+        return "done"
+
+    assert calls.run("x", None, _plan, step, False) == "done" and calls.busy is None
     with pytest.raises(RuntimeError):
-        comm.collective(True)
-    assert comm._state.busy is None
-
-
-def test_off_at_zero_seconds() -> None:
-    check = StallCheck(0.0)
-    assert check.check([_State(("x", 1, None))], 0.0) == []
-    assert check.check([_State(("x", 1, None))], 1e9) == []
-
-
-def test_threshold_from_the_environment() -> None:
-    assert seconds_from_env({}) == 60.0
-    assert seconds_from_env({"MWMS_MPI_STALL_WARNING": "2.5"}) == 2.5
-    assert seconds_from_env({"MWMS_MPI_STALL_WARNING": "0"}) == 0.0
+        calls.run("x", None, _plan, step, True)
+    assert calls.busy is None
+    assert seen == [("x", 1, None), ("x", 2, None)]  # marked busy while the data moved

@@ -2,7 +2,7 @@
 
 Used only when every rank's MPI is known to be CUDA-aware (``cuda_aware.py``; a device pointer
 given to any other MPI kills the process). Measured through Intel MPI with ``I_MPI_OFFLOAD=1``
-(research/gpu_machine.md, 2 ranks on one H100): device pointers cost about 180 us a call for
+(docs/gpus.md, "Measured on one H100"; 2 ranks): device pointers cost about 180 us a call for
 small buffers, where pinned staging costs tens, and win from tens of megabytes up (64 MB: 26 ms
 against 30 ms pipelined staging). So buffers below ``min_device_bytes`` (agreed with the
 transport) are staged; the rule reads only the agreed byte count, so every rank takes the same

@@ -1,6 +1,6 @@
 """Device arrays through host MPI: device -> pinned host buffer -> MPI -> device. Always available.
 
-Measured on the GPU machine (research/gpu_machine.md, 2 ranks, one H100): naive staging
+Measured on one H100 with 2 ranks (docs/gpus.md, "Measured on one H100"): naive staging
 (pageable copies) costs 1.1-2x the host collective; a pinned buffer alone helps small and
 medium sizes; cutting a large buffer in 4 MB chunks, so that the copies of one chunk overlap
 the collective of another, beats the host collective from 16-64 MB on (64 MB: 30 ms against
