@@ -31,6 +31,7 @@ JOB = """
     from mwms_mpi import train
 
     directory, tag, marker, hold = sys.argv[1], float(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+    after = Path(sys.argv[5]) if sys.argv[5] != "-" else None
     value = np.full(1000, tag)
     manager = train.CheckpointManager(train.Checkpoint(v=value), directory, max_to_keep=3)
     out = {"saved": 0, "errors": [], "foreign": 0}
@@ -46,6 +47,10 @@ JOB = """
         if i == 0:
             marker.touch()
         time.sleep(0.01)
+    marker.with_suffix(".done").touch()
+    deadline = time.monotonic() + 120
+    while after is not None and not after.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # keep the lock until the other job has made all its attempts
     if hold == "hold":  # keep the lock until killed
         marker.with_suffix(".holding").touch()
         time.sleep(300)
@@ -59,8 +64,13 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _start(script: Path, directory: Path, tag: int, marker: Path, hold: str = "") -> Any:
+def _start(
+    script: Path, directory: Path, tag: int, marker: Path, hold: str = "", after: Path | None = None
+) -> Any:
+    """A job saving 40 times into ``directory``; it touches ``marker`` after its first save and
+    ``marker.done`` after its last, then (``after``) keeps its lock until that file exists."""
     argv = [sys.executable, str(script), str(directory), str(tag), str(marker), hold or "-"]
+    argv.append(str(after) if after is not None else "-")
     return subprocess.Popen(
         argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -83,7 +93,9 @@ def _result(process: Any) -> dict[str, Any]:
 def test_the_second_job_is_refused_and_the_first_is_untouched(tmp_path: Path) -> None:
     script = write_script(tmp_path, "job.py", JOB)
     directory = tmp_path / "ckpts"
-    first = _start(script, directory, 1, tmp_path / "first")
+    # the first keeps its lock until the second has made all 40 attempts: under load the
+    # second's start-up could outlast the first's saves, which then freed the lock (seen in CI)
+    first = _start(script, directory, 1, tmp_path / "first", after=tmp_path / "second.done")
     _wait_for(tmp_path / "first", first)
     second = _start(script, directory, 2, tmp_path / "second")
     a, b = _result(first), _result(second)
