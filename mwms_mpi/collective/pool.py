@@ -147,24 +147,33 @@ class BufferPool:
     def source(self, shape: tuple[int, ...], dtype: Any, empty: Empty, backend_name: str) -> Source:
         """Where results of ``shape`` and ``dtype`` come from: leases on the slot of their size
         class for large host arrays of a plain dtype, else fresh arrays from ``empty``."""
+        make, dt, pooled = self._maker(shape, dtype, empty, backend_name)
+        return Source(make, shape, dt, pooled)
+
+    def take(self, shape: tuple[int, ...], dtype: Any, empty: Empty, backend_name: str) -> Any:
+        """A new result of ``shape`` and ``dtype`` for ``backend_name``'s arrays: recycled
+        memory nothing can reach any more, or a fresh array from ``empty``."""
+        make, dt, _ = self._maker(shape, dtype, empty, backend_name)
+        return make(shape, dt)
+
+    def _maker(
+        self, shape: tuple[int, ...], dtype: Any, empty: Empty, backend_name: str
+    ) -> tuple[Empty, np.dtype[Any], bool]:
+        """What makes arrays of ``shape`` and ``dtype`` (its slot's ``lease``, ``np.empty`` or
+        ``empty``), the dtype, and whether that is pooled: :meth:`source` and :meth:`take`."""
         dt = np.dtype(dtype)
         nbytes = dt.itemsize
         for extent in shape:
             nbytes *= extent
         if backend_name != "host" or dt.kind not in POOLED_KINDS:
-            return Source(empty, shape, dt, pooled=False)
+            return empty, dt, False
         if nbytes < POOL_MIN_BYTES:  # below host_memory's mapped sizes too: plain np.empty
-            return Source(np.empty, shape, dt, pooled=False)
+            return np.empty, dt, False
         size = size_class(nbytes)
         found = self._classes.get(size)
         if found is None:
             found = self._classes[size] = Slot(self, size)
-        return Source(found.lease, shape, dt, pooled=True)
-
-    def take(self, shape: tuple[int, ...], dtype: Any, empty: Empty, backend_name: str) -> Any:
-        """A new result of ``shape`` and ``dtype`` for ``backend_name``'s arrays: recycled
-        memory nothing can reach any more, or a fresh array from ``empty``."""
-        return self.source(shape, dtype, empty, backend_name).take()
+        return found.lease, dt, True
 
     def host(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """A host (numpy) result or scratch buffer of ``shape`` and ``dtype``."""

@@ -177,16 +177,17 @@ class CallProtocol:
         if hook is not None:
             hook.started(busy)
         try:
+            merged: CommunicationOptions | None
             if options is None:
-                opts = self.options
-                self.deadline = None if self.blocking else deadline_of(opts)
+                merged = self.options
+                self.deadline = None if self.blocking else deadline_of(merged)
             else:
-                opts = self._merged(options)
+                merged = self._merged(options)
             try:
-                if options is not None and not isinstance(options, CommunicationOptions):
+                if merged is None:
                     text = f"{name}: options must be a CommunicationOptions, got {options!r}"
                     raise refusable(TypeError(text))
-                planned, value = plan(opts, a, b, c)
+                planned, value = plan(merged, a, b, c)
             except Exception as exc:
                 if not is_refusable(exc):
                     raise  # a bug of the package: never the caller's bad argument
@@ -211,14 +212,16 @@ class CallProtocol:
             if hook is not None:
                 hook.ended(busy)
 
-    def _merged(self, options: CommunicationOptions) -> CommunicationOptions:
-        """The communicator's options merged with the call's (TF's rule); sets the deadline.
-        An object of another type is refused in the call's plan step."""
-        opts = self.options
-        if isinstance(options, CommunicationOptions):
-            opts = opts.merge(options)
-        self.deadline = deadline_of(opts)
-        return opts
+    def _merged(self, options: object) -> CommunicationOptions | None:
+        """The communicator's options merged with the call's (TF's rule), and the call's
+        deadline set; ``None`` for an object of another type, refused in the plan step under
+        the communicator's own deadline."""
+        if not isinstance(options, CommunicationOptions):
+            self.deadline = deadline_of(self.options)
+            return None
+        merged = self.options.merge(options)
+        self.deadline = deadline_of(merged)
+        return merged
 
     def _agree(
         self, name: str, plan: Plan, context: call_context.CallContext | None, value: int

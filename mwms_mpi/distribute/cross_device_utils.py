@@ -97,7 +97,7 @@ def mirror(result: Any, destinations: Any) -> Any:
     A ``DistributedValues`` (a distributed variable too) names one device per component;
     anything else (a device string, an array, a variable) one.
     """
-    if type(destinations) is str or not isinstance(destinations, DistributedValues):
+    if not isinstance(destinations, DistributedValues):
         return result
     count = len(destinations._values)
     if count == 1:

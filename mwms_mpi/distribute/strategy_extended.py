@@ -85,10 +85,11 @@ class StrategyExtended:
           ValueError: for a ``VariableAggregation`` or list as ``reduce_op``/``destinations``.
           RuntimeError: in replica context.
         """
-        api, op = "StrategyExtended.reduce_to", reduce_op_and_text(reduce_op)[1]
-        with api_call(self._communicator, api, op, structure=of_value(value)):
+        op, text = reduce_op_and_text(reduce_op)
+        api = "StrategyExtended.reduce_to"
+        with api_call(self._communicator, api, text, structure=of_value(value)):
             _require_cross_replica(self)
-            reduce_op = _check_reduce_op(reduce_op)
+            reduce_op = op if op is not None else _check_reduce_op(reduce_op)
             if isinstance(destinations, list | tuple):
                 raise ValueError("destinations must not be a list or tuple")
             return self._reduce_to(reduce_op, value, destinations, options)
@@ -109,10 +110,11 @@ class StrategyExtended:
         """
         if not isinstance(value_destination_pairs, list | tuple):  # a zip: read it once
             value_destination_pairs = _listed(value_destination_pairs)
-        api, op = "StrategyExtended.batch_reduce_to", reduce_op_and_text(reduce_op)[1]
-        with api_call(self._communicator, api, op, structure=of_pairs(value_destination_pairs)):
+        op, text = reduce_op_and_text(reduce_op)
+        api, structure = "StrategyExtended.batch_reduce_to", of_pairs(value_destination_pairs)
+        with api_call(self._communicator, api, text, structure=structure):
             _require_cross_replica(self)
-            reduce_op = _check_reduce_op(reduce_op)
+            reduce_op = op if op is not None else _check_reduce_op(reduce_op)
             return self._batch_reduce_to(reduce_op, check_pairs(value_destination_pairs), options)
 
     def _reduce(self, reduce_op: ReduceOp, value: Any) -> Any:
@@ -334,6 +336,8 @@ def _listed(pairs: Any) -> Any:
 
 
 def _check_reduce_op(reduce_op: Any) -> ReduceOp:
+    """The error for a ``reduce_op`` that names no ``ReduceOp`` (``reduce_op_and_text`` parsed
+    it once): TF's for a ``VariableAggregation``, else ``as_reduce_op``'s."""
     if isinstance(reduce_op, VariableAggregation):
         raise ValueError(
             f"reduce_op must be a `tf.distribute.ReduceOp`, not a VariableAggregation: {reduce_op}"
