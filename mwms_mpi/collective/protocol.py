@@ -180,7 +180,8 @@ class CallProtocol:
             merged: CommunicationOptions | None
             if options is None:
                 merged = self.options
-                self.deadline = None if self.blocking else deadline_of(merged)
+                if not self.blocking:  # else it stays None: every call's finally clears it
+                    self.deadline = deadline_of(merged)
             else:
                 merged = self._merged(options)
             try:
