@@ -156,11 +156,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="train on numpy arrays (cpu, the strategy kept on the CPU) or CuPy arrays on each "
         "replica's GPU (gpu; needs CuPy)",
     )
+    in_experiment = os.environ.get(EXPERIMENT_DIR_ENV) or None
     parser.add_argument(
         "--checkpoint-dir",
         type=Path,
-        default=None,
-        help="where checkpoints go (default: a new directory for each run, "
+        default=in_experiment,
+        help=f"where checkpoints go (default: ${EXPERIMENT_DIR_ENV}, which "
+        "scripts/slurm/run.sbatch sets per experiment; else a new directory for each run, "
         "checkpoints/digits-<UTC date>-<time>-<pid> under the current directory; the run "
         "prints it). Use the same one to resume.",
     )
@@ -169,9 +171,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         nargs="?",
         const="yes",
         choices=("yes", "auto"),
-        default=None,
+        default="auto" if in_experiment else None,
         help="continue from the latest checkpoint in --checkpoint-dir (an error if there is "
-        "none); --resume=auto: continue if there is one, else start from scratch",
+        "none); --resume=auto: continue if there is one, else start from scratch (the "
+        f"default when ${EXPERIMENT_DIR_ENV} is set: every job of an experiment continues it)",
     )
     parser.add_argument(
         "--dump",
@@ -185,9 +188,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="exact-then-rounded reductions (config.experimental.enable_op_determinism): with "
         "workers x replicas-per-worker fixed, the same weights, bit for bit, at any world size",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar (there is none unless stdout is a terminal)",
+    )
     return parser.parse_args(argv)
 
+
+# The experiment's checkpoint directory, as scripts/slurm/run.sbatch exports it.
+EXPERIMENT_DIR_ENV = "MWMS_CHECKPOINT_DIR"
 
 # Options that decide the model, the optimizer and the data order: a checkpoint resumes only
 # under the same ones (the number of workers and replicas may change).
@@ -458,7 +468,9 @@ def _accuracy(params: dict[str, Any], names: list[str], x: np.ndarray, y: np.nda
 
 
 def _progress(show: bool, total: int, epoch: int) -> Any:
-    if not show:
+    """A progress bar on the chief, only on a terminal: piped into a file or a batch job's
+    output, a bar's redraws are debris (as users of tqdm expect, it stays off there)."""
+    if not show or not sys.stdout.isatty():
         return None
     from tqdm import tqdm
 

@@ -26,6 +26,8 @@ def test_demo_trains_and_resumes(tmp_path: Path) -> None:
     accuracy = float(re.search(r"final test accuracy ([\d.]+)", first.stdout)[1])
     assert accuracy >= 0.9, first.describe()
     assert (ckpt / "checkpoint").exists()
+    # stdout is a pipe here, as in a batch job's output file: no progress bar, no redraws
+    assert "\r" not in first.stdout and "it/s" not in first.stdout, first.describe()
 
     again = run_mpi(4, [*base, "--resume", "--epochs", "22", "--quiet"], timeout=240)
     assert again.returncode == 0, again.describe()

@@ -30,6 +30,9 @@ def _examples() -> list[tuple[str, str, int, str]]:
 def test_readme_example(tmp_path: Path, name: str, code: str, ranks: int, expected: str) -> None:
     script = tmp_path / name
     script.write_text(code)
-    result = run_python_mpi(ranks, script, timeout=60, cwd=tmp_path)
+    temp = tmp_path / "tmp"  # each run used to leave a mkdtemp directory per rank behind
+    temp.mkdir()
+    result = run_python_mpi(ranks, script, timeout=60, cwd=tmp_path, env={"TMPDIR": str(temp)})
     assert result.returncode == 0, result.describe()
     assert result.stdout.strip() == expected, result.describe()
+    assert sorted(p.name for p in temp.iterdir()) == [], "the example left files in $TMPDIR"

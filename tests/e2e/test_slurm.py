@@ -4,10 +4,12 @@ Opt-in (``make test-slurm``, which sets ``MWMS_TEST_SLURM=1``): without a Slurm 
 an idle node the tests skip, saying so. ``.ci/run`` starts a private two-node Slurm
 (``tests/support/slurm_cluster.py``) and, when it is up, runs them with
 ``MWMS_TEST_SLURM=required``: then a Slurm that is not idle fails them instead. They submit
-``scripts/slurm/train.sbatch`` (from another directory than the repository) and check the jobs'
-output: one world; and a job sent SIGTERM by ``scancel`` saves and exits 42, after which
-submitting the same command again finishes the training with the weights of an uninterrupted
-run at every step; and ``mwms-mpi info`` under ``srun`` over two nodes sees them both.
+``scripts/slurm/run.sbatch`` (from another directory than the repository) and check the jobs'
+output: a user's own program with its arguments runs as one world; a missing interpreter ends
+the job before anything is launched, saying what to do; the demo sent SIGTERM by ``scancel``
+saves and exits 42, after which submitting the same command again finishes the training with
+the weights of an uninterrupted run at every step; and ``mwms-mpi info`` under ``srun`` over
+two nodes sees them both.
 """
 
 from __future__ import annotations
@@ -32,6 +34,18 @@ SLURM_ENV = {
     **{k: v for k, v in os.environ.items() if k == "SLURM_CONF"},  # a private cluster's
 }
 REQUIRED = os.environ.get("MWMS_TEST_SLURM") == "required"
+RUN_SBATCH = REPO_ROOT / "scripts" / "slurm" / "run.sbatch"
+USER_PROGRAM = """\
+import os, sys
+import numpy as np
+from mwms_mpi import distribute
+
+strategy = distribute.MultiWorkerMirroredStrategy()
+total = strategy.reduce("SUM", strategy.run(lambda: np.float32(1)), axis=None)
+if strategy.extended.should_checkpoint:
+    print("user program", sys.argv[1:], "replicas", float(total),
+          "dir", os.environ["MWMS_CHECKPOINT_DIR"])
+"""
 
 
 def _why_not_slurm() -> str | None:
@@ -71,7 +85,8 @@ def test_sbatch_runs_one_world(tmp_path: Path, mpi_type: str, ok: bool) -> None:
             "sbatch",
             "--wait",
             "--ntasks=2",
-            REPO_ROOT / "scripts" / "slurm" / "train.sbatch",
+            RUN_SBATCH,
+            REPO_ROOT / "scripts" / "train_digits.py",
             "--epochs",
             "2",
         ],
@@ -81,7 +96,7 @@ def test_sbatch_runs_one_world(tmp_path: Path, mpi_type: str, ok: bool) -> None:
         text=True,
         timeout=240,
     )
-    outs = list(tmp_path.glob("mwms-digits-*.out"))
+    outs = list(tmp_path.glob("mwms-*.out"))
     text = outs[0].read_text() if outs else ""
     if ok:
         assert done.returncode == 0, done.stderr + text
@@ -92,13 +107,48 @@ def test_sbatch_runs_one_world(tmp_path: Path, mpi_type: str, ok: bool) -> None:
         assert "MPI world has size 1" in text, text
 
 
+def test_sbatch_runs_a_user_program_with_its_arguments(tmp_path: Path) -> None:
+    (tmp_path / "my_train.py").write_text(USER_PROGRAM)
+    done = subprocess.run(
+        ["sbatch", "--wait", "--ntasks=2", "--job-name=mine", RUN_SBATCH, "my_train.py",
+         "--lr", "0.5", "two words"],
+        cwd=tmp_path,
+        env={"EXPERIMENT": "e1", **SLURM_ENV},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )  # fmt: skip
+    outs = list(tmp_path.glob("mine-*.out"))
+    text = outs[0].read_text() if outs else ""
+    assert done.returncode == 0, done.stderr + text
+    want = f"user program ['--lr', '0.5', 'two words'] replicas 2.0 dir {tmp_path}/checkpoints/e1"
+    assert text.count("user program") == 1 and want in text, text
+
+
+def test_sbatch_with_a_missing_interpreter_launches_nothing(tmp_path: Path) -> None:
+    (tmp_path / "my_train.py").write_text(USER_PROGRAM)
+    done = subprocess.run(
+        ["sbatch", "--wait", "--ntasks=2", "--job-name=nopython", RUN_SBATCH, "my_train.py"],
+        cwd=tmp_path,
+        env={"PYTHON": str(tmp_path / "no-venv" / "bin" / "python"), **SLURM_ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    outs = list(tmp_path.glob("nopython-*.out"))
+    text = outs[0].read_text() if outs else ""
+    assert done.returncode != 0, text
+    assert "cannot import mwms_mpi" in text and "nothing was launched" in text, text
+    assert "srun" not in text and "execvp" not in text, text
+
+
 TRAIN = ["--epochs", "40", "--dtype", "float64", "--learning-rate", "0.05"]
 
 
 def _sbatch(out: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     command = ["sbatch", "--ntasks=2", f"--output={out}", *args[:-1]]
     return subprocess.run(
-        [*command, "scripts/slurm/train.sbatch", *TRAIN, "--dump", args[-1]],
+        [*command, RUN_SBATCH, "scripts/train_digits.py", *TRAIN, "--dump", args[-1]],
         cwd=REPO_ROOT,
         env={**SLURM_ENV, **env},
         capture_output=True,
