@@ -3,6 +3,10 @@
 Importing the package never initialises MPI; that happens on the first collective.
 """
 
+from mwms_mpi import _interpreter
+
+_interpreter.check()  # first: another Python than the venv's gets one message saying so
+
 from mwms_mpi import _lifecycle, _logging, config, data, distribute, errors, nn, train
 from mwms_mpi.train.module import Module
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
