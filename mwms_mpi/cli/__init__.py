@@ -36,7 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="collective speed against raw mpi4py")
     bench.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
     bench.add_argument("--json-only", action="store_true", help="the JSON records, no table")
-    bench.add_argument("--plot", metavar="PNG", help="also draw a log-log bandwidth plot")
+    bench.add_argument(
+        "--plot", metavar="PNG", help="also plot each variant's ratio to its own raw baseline"
+    )
     commands.add_parser(
         "run",
         help="run a script, aborting the job if any rank fails (= python -m mwms_mpi.run)",

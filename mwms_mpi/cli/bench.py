@@ -335,6 +335,7 @@ def run(quick: bool = False, json_only: bool = False, plot: str | None = None) -
     if rank == 0 and plot:
         from mwms_mpi.cli import plot as plotting
 
-        plotting.bandwidth(rows, plot)
+        library = _mpi.mpi().Get_library_version().replace("\x00", "").strip().splitlines()[0]
+        plotting.ratios(rows, plot, library, time.strftime("%Y-%m-%d", time.gmtime()))
         print(f"plot: {plot}", flush=True)
     return 0
