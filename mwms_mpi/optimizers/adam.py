@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi._arrays import array_module
+from mwms_mpi.optimizers import _sparse
 from mwms_mpi.optimizers.optimizer import Optimizer, dense_grad
 
 
@@ -44,8 +45,16 @@ class Adam(Optimizer):
     def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
         # Keras's arithmetic, in the variable's dtype and order, so results match it bitwise.
         cast = np.dtype(var.dtype).type
+        sparse = _sparse.slices_of(grad, var.dtype)
         grad = dense_grad(grad, var.dtype)  # numpy or CuPy: the step runs where the variable lives
         xp = array_module(grad)
+        # Keras squares a sparse gradient's slices, then adds them up: a**2 + b**2 for a
+        # repeated row, not (a + b)**2
+        square = (
+            xp.square(grad)
+            if sparse is None
+            else _sparse.densify(sparse[0], xp.square(sparse[1]), tuple(var.shape))
+        )
         lr = cast(np.float32(self.learning_rate))  # Keras keeps it in a float32 variable
         t = cast(step)
         # Keras casts the betas through float32 (a Python float becomes a float32 tensor first)
@@ -55,7 +64,7 @@ class Adam(Optimizer):
         m, v = slots[0], slots[1]
         m_old, v_old = m.read_value(), v.read_value()
         m_new = m_old + (grad - m_old) * cast(1 - self.beta_1)
-        v_new = v_old + (xp.square(grad) - v_old) * cast(1 - self.beta_2)
+        v_new = v_old + (square - v_old) * cast(1 - self.beta_2)
         m.assign(m_new)
         v.assign(v_new)
         if self.amsgrad:

@@ -37,6 +37,20 @@ def dense_grad(grad: Any, dtype: Any) -> Any:
     return as_dtype(grad, dtype)
 
 
+def _require_scope(strategy: Any, variables: Sequence[Any]) -> None:
+    """Refuses distributed variables of a strategy other than the current one, as TF does.
+
+    Raises:
+      RuntimeError: TF 2.21 + Keras 3's error. Updating under another strategy (the default
+        one, outside the scope) changed only the first replica's copy; building there made
+        plain, unmirrored slots.
+    """
+    for var in variables:
+        owner = getattr(var, "distribute_strategy", None)
+        if isinstance(var, DistributedVariable) and owner is not strategy:
+            raise RuntimeError(f'Need to be inside "with strategy.scope()" for {owner!r}')
+
+
 class Optimizer:
     """Applies gradients to variables; subclasses define the slots and the per-copy update.
 
@@ -81,8 +95,13 @@ class Optimizer:
 
         Optional: otherwise they are made by the first ``apply_gradients``. A checkpoint
         restored before either gives them their saved values when they are made.
+
+        Raises:
+          RuntimeError: for a variable of a strategy whose scope is not entered (TF's error).
         """
-        self._build(_context.current().strategy, list(var_list))
+        strategy, variables = _context.current().strategy, list(var_list)
+        _require_scope(strategy, variables)
+        self._build(strategy, variables)
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> Any:
         """Sums the gradients over all replicas and applies them to every copy of each variable.
@@ -104,12 +123,7 @@ class Optimizer:
 
     def _distributed_apply(self, strategy: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
         variables = [v for _, v in pairs]
-        for var in variables:
-            owner = getattr(var, "distribute_strategy", None)
-            if isinstance(var, DistributedVariable) and owner is not strategy:
-                # TF 2.21 + Keras 3 raise this; updating under another strategy (the default
-                # one, outside the scope) changed only the first replica's copy.
-                raise RuntimeError(f'Need to be inside "with strategy.scope()" for {owner!r}')
+        _require_scope(strategy, variables)
         self._build(strategy, variables)
         reduced = strategy.extended.batch_reduce_to(ReduceOp.SUM, list(pairs))
         step = int(np.asarray(self._iterations.numpy())) + 1
@@ -150,13 +164,25 @@ class Optimizer:
                 # other workers would never be updated alike.
                 with strategy.extended.colocate_vars_with(var):
                     self._slots[id(var)] = [
-                        Variable(xp.zeros(shape, dtype), trainable=False, name=f"{base}/{slot}")
+                        Variable(
+                            self._slot_initial_value(slot, xp.zeros(shape, dtype)),
+                            trainable=False,
+                            name=f"{base}/{slot}",
+                        )
                         for slot in self._slot_names
                     ]
                 self._built.append(var)
         # Restore-on-create: a restore that found no step counter or slots here kept their
         # values; they are assigned now, before anything reads them.
         _deferred.notify(self)
+
+    def _slot_initial_value(self, slot: str, zeros: Any) -> Any:
+        """The value slot ``slot`` starts from, given ``zeros`` of its shape, dtype and kind.
+
+        Zeros, as Keras's ``add_variable_from_reference``; a subclass whose Keras counterpart
+        passes another initializer (Adagrad's accumulator) overrides this.
+        """
+        return zeros
 
     def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
         """Updates one copy of ``var`` (and its slots' copies) with the summed ``grad``."""

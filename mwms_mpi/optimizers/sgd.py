@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from mwms_mpi.optimizers import _sparse
 from mwms_mpi.optimizers.optimizer import Optimizer, dense_grad
 
 
@@ -40,6 +41,10 @@ class SGD(Optimizer):
     def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
         dtype = np.dtype(var.dtype)
         lr = dtype.type(np.float32(self.learning_rate))  # Keras keeps it in a float32 variable
+        sparse = _sparse.slices_of(grad, dtype)
+        if not slots and sparse is not None:  # Keras: scatter_sub, row by row (repeats too)
+            indices, values = sparse
+            return var.assign(_sparse.scatter_added(var.read_value(), indices, -(values * lr)))
         grad = dense_grad(grad, dtype)  # numpy or CuPy: the step runs where the variable lives
         if not slots:
             return var.assign_sub(lr * grad)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -110,3 +112,36 @@ def test_extended_update_refuses_a_variable_from_outside_the_scope() -> None:
                 )
             )
     assert outside.numpy().tolist() == [1.0, 2.0] == foreign.numpy().tolist()
+
+
+# Keras 3.15.1 (TF 2.21.0), two steps of IndexedSlices([[0.3, -0.7], [0.1, 0.9], [1.3, 0.2]],
+# [1, 1, 0], [3, 2]) on Variable(ones((3, 2), float32)): Keras applies a sparse gradient row by
+# row (SGD: scatter_sub) and squares slices before adding them up (Adam), so a repeated row
+# differs from the densified gradient's result in the last bits.
+KERAS_REPEATED_ROWS = {
+    "sgd": ["0x1.7ae148p-1", "0x1.eb852p-1", "0x1.d70a4p-1", "0x1.eb8522p-1", "0x1p+0", "0x1p+0"],
+    "sgd_momentum": [
+        "0x1.3ef9dcp-1", "0x1.e24dd4p-1", "0x1.c49ba4p-1", "0x1.e24dd4p-1", "0x1p+0", "0x1p+0"
+    ],
+    "adam": [
+        "0x1.f5c296p-1", "0x1.f5c29ep-1", "0x1.f30c2cp-1", "0x1.fe342cp-1", "0x1p+0", "0x1p+0"
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("sgd", lambda: optimizers.SGD(learning_rate=0.1)),
+        ("sgd_momentum", lambda: optimizers.SGD(learning_rate=0.1, momentum=0.9)),
+        ("adam", lambda: optimizers.Adam(learning_rate=0.01)),
+    ],
+)
+def test_repeated_rows_of_a_sparse_gradient_as_keras(name: str, make: Any) -> None:
+    v = mwms_mpi.Variable(np.ones((3, 2), np.float32))
+    opt = make()
+    values = np.array([[0.3, -0.7], [0.1, 0.9], [1.3, 0.2]], np.float32)
+    for _ in range(2):
+        opt.apply_gradients([(mwms_mpi.IndexedSlices(values, np.array([1, 1, 0]), [3, 2]), v)])
+    got = [float(x).hex() for x in np.asarray(v.numpy()).ravel()]
+    assert got == [float.fromhex(h).hex() for h in KERAS_REPEATED_ROWS[name]]
