@@ -7,7 +7,7 @@ from mwms_mpi import _interpreter
 
 _interpreter.check()  # first: another Python than the venv's gets one message saying so
 
-from mwms_mpi import _lifecycle, _logging, config, data, distribute, errors, nn, train
+from mwms_mpi import _lifecycle, _logging, config, data, distribute, errors, metrics, nn, train
 from mwms_mpi.train.module import Module
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
 from mwms_mpi.values import IndexedSlices, Variable
@@ -22,6 +22,7 @@ __all__ = [
     "data",
     "distribute",
     "errors",
+    "metrics",
     "nn",
     "train",
 ]

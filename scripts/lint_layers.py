@@ -11,7 +11,7 @@ Run by ``make lint``; stdlib only. Rules:
        1  cluster
        2  collective
        3  values data          (values and data must not import each other)
-       4  distribute train optimizers nn
+       4  distribute train optimizers metrics nn
        5  run cli testing __main__
 
    A module may import only modules at its own layer or below. The package's ``__init__.py``

@@ -22,7 +22,7 @@ from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.convert import as_array, convert_to_dtype, is_tensor
 
 PACKAGE = pathlib.Path(mwms_mpi.__file__).parent
-SEAM = ("values", "train", "optimizers", "distribute", "cli", "_context.py")
+SEAM = ("values", "train", "optimizers", "metrics", "distribute", "cli", "_context.py")
 # Names that used to be reached by getattr across the seam (or marker flags tested in place of
 # a type); each has a typed access now.
 UNTYPED = frozenset(

@@ -1,0 +1,123 @@
+"""The few ``keras.ops`` a metric computes with, in numpy, with Keras 3's TF-backend dtype rules.
+
+Keras 3.15.1 (the Keras TF 2.21 installs) is the spec: conversion casts where Keras's
+``convert_to_tensor`` casts, ``mean`` of integers is float32 and of float16 is computed in
+float32, ``argmax`` breaks ties by the first index and puts -0.0 below 0.0, ``divide_no_nan``
+gives 0 for a zero divisor. Device (CuPy) inputs are brought to the host: a metric's state is a
+few scalars, so its arithmetic stays on the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import _arrays, errors
+from mwms_mpi.values.convert import as_array, convert_to_dtype, is_tensor
+
+FLOAT32 = np.dtype(np.float32)
+
+
+def convert(x: Any, dtype: Any = None) -> np.ndarray:
+    """Keras's ``convert_to_tensor(x, dtype)`` (TF backend) as a host array.
+
+    Arrays are tensors here, so they are cast (``tf.cast``); a Python value goes to an integer
+    or bool dtype by converting first and casting after (floats truncate, as Keras does), and to
+    a float dtype by ``tf.convert_to_tensor(x, dtype)``.
+    """
+    if dtype is None:
+        return np.asarray(_arrays.to_host(as_array(x)))
+    dtype = np.dtype(dtype)
+    if is_tensor(x) or dtype.kind in "biu":
+        array = np.asarray(_arrays.to_host(as_array(x)))
+        return array if array.dtype == dtype else array.astype(dtype)
+    return np.asarray(convert_to_dtype(x, dtype))
+
+
+def cast(x: Any, dtype: Any) -> np.ndarray:
+    """``ops.cast``: converted without a dtype first (so Python bools and floats are accepted
+    for any dtype), then cast."""
+    array = convert(x)
+    dtype = np.dtype(dtype)
+    return array if array.dtype == dtype else array.astype(dtype)
+
+
+def compute_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """Keras's ``result_type(dtype, "float32")``: integers and bool (and float16) in float32."""
+    return np.dtype(np.float64) if dtype == np.float64 else FLOAT32
+
+
+def mean(x: np.ndarray, axis: Any = None) -> np.ndarray:
+    """``ops.mean``: computed in :func:`compute_dtype`; integers and bool give float32, floats
+    keep their dtype (float16 is averaged in float32 and cast back, as Keras does)."""
+    wide = compute_dtype(x.dtype)
+    out_dtype = wide if x.dtype.kind in "biu" else x.dtype
+    return np.asarray(np.mean(x.astype(wide), axis=axis)).astype(out_dtype)
+
+
+def sum_(x: np.ndarray, axis: Any = None) -> np.ndarray:
+    """``ops.sum``: bool and 8/16-bit integers sum in (u)int32, everything else in its dtype."""
+    dtype = x.dtype
+    if dtype.kind == "b" or dtype in (np.int8, np.int16):
+        dtype = np.dtype(np.int32)
+    elif dtype in (np.uint8, np.uint16):
+        dtype = np.dtype(np.uint32)
+    return np.asarray(np.sum(x.astype(dtype), axis=axis, dtype=dtype))
+
+
+def argmax(x: Any, axis: int = -1) -> np.ndarray:
+    """``ops.argmax`` (int32): the first index of the largest value; for floats, -0.0 counts as
+    below 0.0 (Keras's flush-to-zero fix), and float16 is compared in float32."""
+    x = convert(x)
+    if x.dtype.kind == "f" and x.ndim > 0:
+        x = x.astype(compute_dtype(x.dtype))
+        x = np.where((x == 0) & np.signbit(x), -np.finfo(x.dtype).tiny, x)
+    return np.asarray(np.argmax(x, axis=axis)).astype(np.int32)
+
+
+def squeeze_or_expand_to_same_rank(x1: np.ndarray, x2: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Keras's ``squeeze_or_expand_to_same_rank``: ranks that differ by one with a trailing 1
+    are matched (a rank-1 partner is expanded, any other squeezed)."""
+    r1, r2 = x1.ndim, x2.ndim
+    if r1 == r2:
+        return x1, x2
+    if r1 == r2 + 1 and x1.shape[-1] == 1:
+        if r2 == 1:
+            x2 = np.expand_dims(x2, -1)
+        else:
+            x1 = np.squeeze(x1, -1)
+    if r2 == r1 + 1 and x2.shape[-1] == 1:
+        if r1 == 1:
+            x1 = np.expand_dims(x1, -1)
+        else:
+            x2 = np.squeeze(x2, -1)
+    return x1, x2
+
+
+def elementwise(op: Callable[..., Any], api: str, *arrays: np.ndarray) -> np.ndarray:
+    """``op(*arrays)`` with broadcasting; shapes that do not broadcast raise TF's error.
+
+    Raises:
+      InvalidArgumentError: the shapes are incompatible (TF's kernels raise this).
+    """
+    try:
+        return np.asarray(op(*arrays))
+    except ValueError as e:
+        shapes = ", ".join(str(tuple(a.shape)) for a in arrays)
+        raise errors.InvalidArgumentError(
+            None, api, f"{api}: Incompatible shapes: {shapes} ({e})"
+        ) from None
+
+
+def broadcast_to(x: np.ndarray, shape: tuple[int, ...], api: str) -> np.ndarray:
+    """``ops.broadcast_to``, raising TF's error for a shape ``x`` cannot take."""
+    return elementwise(lambda a: np.broadcast_to(a, shape), api, x)
+
+
+def divide_no_nan(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``ops.divide_no_nan`` of two 0-d values of one float dtype: 0 where ``y`` is 0."""
+    if y == 0:
+        return np.zeros((), x.dtype)
+    return np.asarray(x / y).astype(x.dtype)
