@@ -44,7 +44,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 import mwms_mpi
-from mwms_mpi import data, distribute, optimizers, train
+from mwms_mpi import data, distribute, metrics, optimizers, train
 from mwms_mpi._lifecycle import agreed_exit  # ends every rank with a code all of them chose
 from mwms_mpi.distribute.cluster_resolver import MPIClusterResolver
 
@@ -233,8 +233,17 @@ def main(argv: list[str] | None = None) -> int:
         optimizer.build(list(params.values()))
         epoch = mwms_mpi.Variable(np.int64(0), trainable=False, name="epoch")
         step_in_epoch = mwms_mpi.Variable(np.int64(0), trainable=False, name="step_in_epoch")
+        # The epoch's running sums, on every replica (SyncOnRead): checkpointed with the model,
+        # so an epoch resumed in its middle reports what the uninterrupted epoch reports.
+        epoch_loss = metrics.Sum(name="epoch_loss", dtype=dtype.name)
+        epoch_correct = metrics.Sum(name="epoch_correct", dtype=dtype.name)
         checkpoint = train.Checkpoint(
-            params=params, optimizer=optimizer, epoch=epoch, step_in_epoch=step_in_epoch
+            params=params,
+            optimizer=optimizer,
+            epoch=epoch,
+            step_in_epoch=step_in_epoch,
+            epoch_loss=epoch_loss,
+            epoch_correct=epoch_correct,
         )
         manager = train.CheckpointManager(checkpoint, directory, max_to_keep=3)
         if chief and not resuming:
@@ -270,18 +279,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no checkpoint in {directory}: starting from scratch", flush=True)
     names = sorted(params)
 
-    def step(x: Any, y: Any) -> tuple[Any, Any]:
+    def step(x: Any, y: Any) -> None:
         values = {k: params[k].read_value() for k in names}  # this replica's, on its device
         loss, correct, grads = forward_backward(values, x, y, args.global_batch, xp)
         optimizer.apply_gradients([(grads[k], params[k]) for k in names])
-        return loss, correct
+        epoch_loss.update_state(loss)  # this replica's share; summed over replicas when read
+        epoch_correct.update_state(correct)
 
-    def distributed_step(x: Any, y: Any) -> tuple[float, int]:
-        loss, correct = strategy.run(step, args=(x, y))
-        return (
-            float(strategy.reduce(distribute.ReduceOp.SUM, loss, axis=None)),
-            int(strategy.reduce(distribute.ReduceOp.SUM, correct, axis=None)),
-        )
+    def distributed_step(x: Any, y: Any) -> None:
+        strategy.run(step, args=(x, y))
 
     dumps: list[np.ndarray] = []
     steps_per_epoch = -(-len(x_train) // args.global_batch)
@@ -291,29 +297,29 @@ def main(argv: list[str] | None = None) -> int:
             progress = _progress(chief and not args.quiet, steps_per_epoch, int(epoch.numpy()))
             if progress is not None:
                 progress.update(first)
-            total_loss, total_correct = 0.0, 0
             batches = _epoch_batches(x_train, y_train, args, int(epoch.numpy())).skip(first)
             for x, y in strategy.experimental_distribute_dataset(batches):
-                loss, correct = handler.run(distributed_step, x, y)
+                handler.run(distributed_step, x, y)
                 step_in_epoch.assign_add(np.int64(1))
-                total_loss += loss
-                total_correct += correct
                 if args.dump is not None:
                     dumps.append(_all_replica_weights(strategy, params, names))
                 if progress is not None:
                     progress.update(1)
             if progress is not None:
                 progress.close()
+            # every worker reads the metrics (a collective), then they start the next epoch at 0
+            loss = float(epoch_loss.result()) / steps_per_epoch
+            train_accuracy = float(epoch_correct.result()) / len(x_train)
+            epoch_loss.reset_state()
+            epoch_correct.reset_state()
             epoch.assign_add(np.int64(1))
             step_in_epoch.assign(np.int64(0))
             manager.save()
             if chief:
                 accuracy = _accuracy(params, names, x_test, y_test)
-                seen, steps = len(x_train) - first * args.global_batch, steps_per_epoch - first
                 print(
-                    f"epoch {int(epoch.numpy())}: loss {total_loss / steps:.4f} "
-                    f"train accuracy {total_correct / seen:.3f} "
-                    f"test accuracy {accuracy:.3f}",
+                    f"epoch {int(epoch.numpy())}: loss {loss:.4f} "
+                    f"train accuracy {train_accuracy:.3f} test accuracy {accuracy:.3f}",
                     flush=True,
                 )
     finally:

@@ -132,9 +132,17 @@ def _assert_steps_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:
         assert worst < 1e-10, f"{what}, replica {replica}: max difference {worst:.3g}"
 
 
+REFERENCE_EPOCHS: dict[str, list[str]] = {}  # the reference runs' epoch lines, per optimizer
+
+
+def _epoch_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("epoch ")]
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]:
-    """The uninterrupted 1-rank run's weights after every step, per optimizer."""
+    """The uninterrupted 1-rank run's weights after every step, per optimizer (and its
+    printed epoch lines in ``REFERENCE_EPOCHS``)."""
     tmp = tmp_path_factory.mktemp("reference")
     out = {}
     for optimizer in ("sgd", "adam"):
@@ -145,6 +153,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]
         assert result.returncode == 0, result.describe()
         out[optimizer] = _dumps(dump, 1)[0][:, 0]
         assert out[optimizer].shape[0] == STEPS
+        REFERENCE_EPOCHS[optimizer] = _epoch_lines(result.stdout)
+        assert len(REFERENCE_EPOCHS[optimizer]) == 2, result.describe()
     return out
 
 
@@ -190,6 +200,9 @@ def _resume_and_check(
     assert f"at epoch {epoch}, step {step}" in result.stdout, result.describe()
     for rank, got in enumerate(_dumps(dump, n)):
         _assert_steps_equal(got, want[start:], f"resumed rank {rank}")
+    # the resumed epoch reports the whole epoch (its metrics were checkpointed), as the
+    # uninterrupted run printed it: loss, train and test accuracy to the printed digits
+    assert _epoch_lines(result.stdout) == REFERENCE_EPOCHS[optimizer][epoch:], result.describe()
     return result
 
 
