@@ -12,6 +12,11 @@ the first communicator and shut down before ``MPI_Finalize``:
   while polling a deadline, or, when this rank is blocked in MPI, by aborting the job with a
   message that names the departed rank. Polling from a thread needs ``MPI_THREAD_MULTIPLE``;
   with less, the watch says so once and runs without it.
+* **Positions** (``positions.py``): a peer's question on the control channel ("where are
+  you?") is answered by the thread at once with this rank's collectives in flight and the
+  status its owner set (:meth:`ProcessWatch.set_status_source`: the pytest plugin's test and
+  phase); :meth:`ProcessWatch.ask` and :meth:`ProcessWatch.answers` are the asking side. A
+  normal run pays one more ``Iprobe`` per poll.
 * **Leaving**: at interpreter exit (``atexit``, before mpi4py's ``MPI_Finalize``) or in an
   explicit ``MPI.Finalize()`` (a ``COMM_SELF`` attribute's delete callback), the thread is
   stopped and joined and this rank's notice is sent, unless every rank agreed to stop
@@ -29,11 +34,13 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from mwms_mpi import _lifecycle
 from mwms_mpi._mpi import mpi
-from mwms_mpi.collective.departures import ControlChannel, Notice
+from mwms_mpi.collective.departures import ANSWER_TAG, ASK_TAG, ControlChannel, Notice
+from mwms_mpi.collective.positions import Ask, Position, calls_in_flight
 from mwms_mpi.collective.stall import Busy, StallCheck, describe_call, seconds_from_env
 
 __all__ = ["ProcessWatch", "process_watch"]
@@ -67,6 +74,7 @@ class ProcessWatch:
         self._blocked_since: dict[int, float] = {}
         self._departed: set[int] = set()  # world ranks whose notices came
         self._shut = False
+        self._status_source: Callable[[], Any] | None = None
 
     def register(self, comm: Any, whole_world: bool) -> None:
         """Adds a new communicator's call state; the first over the whole world makes the
@@ -111,6 +119,8 @@ class ProcessWatch:
             if self._polling and self._channel is not None:
                 for notice in self._channel.poll():
                     self._record(notice)
+                for ask in self._channel.receive(ASK_TAG):
+                    self._answer(ask)
                 self._act_on_losses(now)
             if stall_period and now >= next_stall:
                 next_stall = now + stall_period
@@ -124,6 +134,53 @@ class ProcessWatch:
             calls = completed.get(comm.id)
             if calls is not None and notice.world_rank in comm.world_ranks:
                 comm.lost(notice.world_rank, calls)
+
+    def _answer(self, ask: Ask) -> None:
+        if self._channel is None:
+            return
+        source = self._status_source
+        try:
+            status = source() if source is not None else None
+        except Exception as exc:  # the owner's bug must not kill the watch
+            status = f"(status unavailable: {exc!r})"
+        position = Position(
+            self._channel.rank, ask.token, calls_in_flight(list(self._comms)), status
+        )
+        self._channel.send(position, ask.world_rank, ANSWER_TAG)
+
+    # -- the asking side (any thread but the watch's) -------------------------------------------
+
+    def set_status_source(self, source: Callable[[], Any] | None) -> None:
+        """Sets what this rank's answers carry besides its calls: ``source()``, called on the
+        watch thread when a peer asks (keep it quick, and make it return a picklable value)."""
+        self._status_source = source
+
+    def ask(self, token: Any) -> bool:
+        """Asks every peer where it is; their answers come back through :meth:`answers`.
+
+        Returns:
+          Whether the question went out: ``False`` where no peer can answer (no communicator
+          over the whole world yet, one rank, or MPI without ``MPI_THREAD_MULTIPLE``).
+        """
+        channel = self._channel
+        if channel is None or not self._polling or self._thread is None or self._shut:
+            return False
+        for peer in range(channel.size):
+            if peer != channel.rank:
+                channel.send(Ask(channel.rank, token), peer, ASK_TAG)
+        return True
+
+    def answers(self, token: Any) -> list[Position]:
+        """The answers that have arrived to the question ``token``; others are dropped."""
+        channel = self._channel
+        if channel is None:
+            return []
+        return [p for p in channel.receive(ANSWER_TAG) if p.token == token]
+
+    def completed_calls(self) -> dict[int, int]:
+        """This rank's calls so far per communicator id (its completed calls, when this rank
+        has no call in flight)."""
+        return {comm.id: comm.calls for comm in list(self._comms)}
 
     def _act_on_losses(self, now: float) -> None:
         for comm in list(self._comms):

@@ -53,6 +53,39 @@ def test_an_assertion_on_one_rank_before_a_collective_aborts_instead_of_hanging(
     assert "rank 1's own assertion" in result.stderr, result.describe()
 
 
+def test_a_peer_blocked_outside_mwms_collectives_is_waited_for_and_named(
+    tmp_path: Path,
+) -> None:
+    # Rank 0 waits in a raw mpi4py Barrier: not a collective of mwms_mpi, so rank 1 (failed)
+    # cannot know it will never come. It waits MWMS_TEST_AGREE_TIMEOUT, then aborts naming
+    # where rank 0 said it was (test_plugin_fail_fast.py: the collective case, in seconds).
+    write_script(
+        tmp_path,
+        "test_user.py",
+        """
+        import numpy as np
+        from mpi4py import MPI
+
+        from mwms_mpi import distribute
+
+        def test_rank_1_fails_while_rank_0_waits_in_raw_mpi():
+            strategy = distribute.MultiWorkerMirroredStrategy()
+            strategy.reduce("SUM", np.ones(1), axis=None)  # the control channel exists
+            assert MPI.COMM_WORLD.rank != 1, "rank 1's own assertion"
+            MPI.COMM_WORLD.Barrier()
+    """,
+    )
+    env = {"MWMS_TEST_AGREE_TIMEOUT": "4"}
+    result = run_mpi(2, [*PYTEST, "--mwms-mpi"], cwd=tmp_path, env=env, timeout=60)
+    assert not result.killed and result.returncode != 0, result.describe()
+    assert "rank 1 of 2: the other ranks did not finish this phase within 4 s" in result.stderr
+    node = "test_user.py::test_rank_1_fails_while_rank_0_waits_in_raw_mpi"
+    assert f"rank 0: in {node} (call), in no collective of mwms_mpi" in result.stderr, (
+        result.describe()
+    )
+    assert "rank 1's own assertion" in result.stderr, result.describe()
+
+
 def test_failures_on_every_rank_make_one_report(tmp_path: Path) -> None:
     write_script(
         tmp_path,
