@@ -41,6 +41,23 @@ def _assign_sub(var: Any, *args: Any, **kwargs: Any) -> Any:
     return var.assign_sub(*args, **kwargs)
 
 
+def _scatter_fn(method: str) -> Callable[..., Any]:
+    """The update function of a ``scatter_*`` method, named ``_<method>`` (the name says what
+    a replica-context update is for in its agreement: "MirroredVariable.scatter_add of `w`")."""
+
+    def update_fn(var: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(var, method)(*args, **kwargs)
+
+    update_fn.__name__ = update_fn.__qualname__ = f"_{method}"
+    return update_fn
+
+
+_SCATTER_FNS = {
+    kind: _scatter_fn(f"scatter_{kind}")
+    for kind in ("add", "sub", "mul", "div", "min", "max", "update")
+}
+
+
 def _fresh(x: Any) -> Any:
     """A fresh array of a component variable or an (already fresh) reduced array."""
     if isinstance(x, Variable):
@@ -208,6 +225,21 @@ class DistributedVariable(DistributedValues, Variable):
             _assign_sub, delta, use_locking=use_locking, name=name, read_value=read_value
         )
 
+    def _scatter(self, sparse_delta: Any, kind: str) -> Any:
+        """``scatter_<kind>`` (TF's ``values_util.scatter_*``): an update like ``assign_add``, so
+        in replica context the deltas are aggregated (``IndexedSlices`` concatenate) first."""
+        return self._update(_SCATTER_FNS[kind], sparse_delta)
+
+    def batch_scatter_update(
+        self, sparse_delta: Any, use_locking: bool = False, name: Any = None
+    ) -> Any:
+        """Not supported on distributed variables (TF's ``tf.Variable`` base raises, bare).
+
+        Raises:
+          NotImplementedError: always, with TF's empty message.
+        """
+        raise NotImplementedError
+
     def _update(self, update_fn: Callable[..., Any], value: Any, **kwargs: Any) -> Any:
         """``_update_replica`` in replica context, else every component via ``extended.update``."""
         with _context.enter_or_assert_strategy(self._distribute_strategy):
@@ -238,6 +270,26 @@ class MirroredVariable(DistributedVariable, Mirrored):
 
     def _update_replica(self, update_fn: Callable[..., Any], value: Any, **kwargs: Any) -> Any:
         return agg.on_write_update_replica(self, update_fn, value, **kwargs)
+
+    def _scatter(self, sparse_delta: Any, kind: str) -> Any:
+        """``scatter_min``/``max``/``update`` need aggregation NONE or ONLY_FIRST_REPLICA, in
+        either context, checked before anything else (TF's ``MirroredVariable``): a SUM or
+        MEAN of the replicas' deltas means nothing for them.
+
+        Raises:
+          NotImplementedError: TF's ``scatter_error_msg``.
+        """
+        if kind in ("min", "max", "update") and self._aggregation not in (
+            VariableAggregation.NONE,
+            VariableAggregation.ONLY_FIRST_REPLICA,
+        ):
+            raise NotImplementedError(
+                f"scatter_{kind} is only supported for mirrored variable (variable created "
+                "within certain `tf.distribute.Strategy` scope) with NONE or "
+                "`ONLY_FIRST_REPLICA` aggregation, got: "
+                f"VariableAggregationV2.{self._aggregation.name}."
+            )
+        return super()._scatter(sparse_delta, kind)
 
 
 class SyncOnReadVariable(DistributedVariable):
@@ -329,6 +381,16 @@ class SyncOnReadVariable(DistributedVariable):
 
     def _update_replica(self, update_fn: Callable[..., Any], value: Any, **kwargs: Any) -> Any:
         return update_fn(self._get_on_device_or_primary(), value, **kwargs)
+
+    def _scatter(self, sparse_delta: Any, kind: str) -> Any:
+        """TF's ``SyncOnReadVariable`` has no ``scatter_*`` in either context.
+
+        Raises:
+          NotImplementedError: TF's message.
+        """
+        raise NotImplementedError(
+            f"Variables with `synchronization=ON_READ` doesn't support `scatter_{kind}`"
+        )
 
     def value(self) -> Any:
         """The aggregated value in cross-replica context, else the replica's own component."""

@@ -20,6 +20,7 @@ from mwms_mpi._context import StrategyLike
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
 from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.convert import as_array, convert_to_dtype
+from mwms_mpi.values.scatter import ScatterMixin
 
 _CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -119,7 +120,7 @@ def _binary(op: Callable[[Any, Any], Any], reflected: bool = False) -> Any:
     return method
 
 
-class Variable(VariableBase, metaclass=_VariableMeta):
+class Variable(ScatterMixin, VariableBase, metaclass=_VariableMeta):
     """A variable maintains shared, persistent state manipulated by a program (``tf.Variable``).
 
     The value is a numpy array, or a CuPy array on a GPU when the initial value is one. Reads
@@ -346,6 +347,9 @@ class Variable(VariableBase, metaclass=_VariableMeta):
           InvalidArgumentError: if the shapes are not equal (TF's message).
         """
         return self._apply(delta, read_value, np.subtract, "AssignSubVariableOp")
+
+    def _lazy_read(self) -> Any:  # TF's name: what an update returns, read when used
+        return UnreadVariable(self)
 
     # -- Python protocol -------------------------------------------------------------------
 
