@@ -402,6 +402,29 @@ def has_strategy() -> bool:
     return current().strategy is not get_default().strategy
 
 
+def default_scope_entered() -> bool:
+    """Whether the default strategy's ``scope()`` is entered in this thread (replica threads
+    inherit the stack): that scope pushes the process default entry itself, which nothing else
+    pushes (it changes no context, as TF's ``_DefaultDistributionContext`` does not)."""
+    default = _default_entry
+    return default is not None and any(entry is default for entry in _local.entries)
+
+
+def check_default_scope_creator() -> None:
+    """The check of the variable creator TF's default scope installs (its
+    ``_require_strategy_scope_strategy(default)``), for a strategy's creator to call where TF
+    calls ``next_creator``: inside the default scope only the default strategy makes variables.
+
+    Raises:
+      RuntimeError: "Mixing different tf.distribute.Strategy objects: <current> is not
+        <default>", in a strategy's scope entered inside the default one.
+    """
+    entry = current()
+    default = get_default().strategy
+    if entry.strategy is not default and default_scope_entered():
+        raise _wrong_strategy_scope(default, entry)
+
+
 def _wrong_strategy_scope(strategy: Any, entry: ContextEntry) -> RuntimeError:
     """TF's error for a call made outside ``strategy``'s scope, or inside another's."""
     if entry.strategy is get_default().strategy:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,8 @@ import numpy as np
 from mwms_mpi import _arrays, _context
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.distribute import deprecated
-from mwms_mpi.distribute.input_context import InputReplicationMode, ValueContext
+from mwms_mpi.distribute.input_context import InputContext, InputReplicationMode, ValueContext
+from mwms_mpi.distribute.input_lib import DefaultInputIterator
 from mwms_mpi.distribute.replica_context import DefaultReplicaContext, ReplicaContext
 from mwms_mpi.distribute.strategy_extended import (
     CPU0,
@@ -54,6 +56,24 @@ class _CurrentDistributionContext:
         token = self._tokens.pop()
         if token is not None:
             _context.reset(token)
+
+
+class _DefaultDistributionContext:
+    """The default strategy's ``scope()``: as TF's, it changes no context. It pushes the default
+    entry itself, for other strategies' creators to refuse (``check_default_scope_creator``)."""
+
+    def __init__(self, strategy: Strategy) -> None:
+        self._strategy = strategy
+        self._tokens: list[_context.Token] = []
+
+    def __enter__(self) -> Strategy:
+        if _context.has_strategy():  # TF checks this before anything else
+            raise RuntimeError("Must not nest tf.distribute.Strategy scopes.")
+        self._tokens.append(_context.push(_context.get_default()))
+        return self._strategy
+
+    def __exit__(self, *exc: object) -> None:
+        _context.reset(self._tokens.pop())
 
 
 class RunOptions(
@@ -110,7 +130,7 @@ class Strategy:
         """Returns the cluster resolver associated with this strategy, or ``None``."""
         return getattr(self._extended, "_cluster_resolver", None)
 
-    def scope(self) -> _CurrentDistributionContext:
+    def scope(self) -> AbstractContextManager[Strategy]:
         """Context manager to make the strategy current and distribute variables."""
         return _CurrentDistributionContext(self)
 
@@ -255,9 +275,8 @@ class Strategy:
         return self._extended.colocate_vars_with(colocate_with_variable)
 
     def group(self, value: Any, name: str | None = None) -> Any:
-        """Graph-mode grouping; eager: returns ``value``."""
-        del name
-        return value
+        """Shortcut for ``tf.group(self.experimental_local_results(value))`` (eagerly)."""
+        return self._extended._group(value, name)
 
     # -- older names (TF 1.x and early TF 2; the seeds' programs use them) -------------------
 
@@ -386,6 +405,19 @@ def _sum(v: Any, axis: Any) -> Any:
 class _DefaultDistributionExtended(StrategyExtended):
     """Implementation of the default strategy: one replica, nothing distributed."""
 
+    # TF's overrides: nothing to split; one input pipeline of one replica
+    def _experimental_distribute_dataset(self, dataset: Any, options: Any) -> Any:
+        return dataset
+
+    def _distribute_datasets_from_function(self, dataset_fn: Any, options: Any) -> Any:
+        return dataset_fn(InputContext())
+
+    def _make_dataset_iterator(self, dataset: Any) -> Any:
+        return DefaultInputIterator(dataset)
+
+    def _make_input_fn_iterator(self, input_fn: Any, replication_mode: Any) -> Any:
+        return DefaultInputIterator(input_fn(InputContext()))
+
     def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
         return value
 
@@ -447,6 +479,10 @@ class _DefaultDistributionStrategy(Strategy):
 
     def __init__(self) -> None:
         super().__init__(_DefaultDistributionExtended(self))
+
+    def scope(self) -> AbstractContextManager[Strategy]:
+        """A scope changing no context; refused ("Must not nest") in another strategy's."""
+        return _DefaultDistributionContext(self)
 
 
 def _value_context(replica_id: int, num_replicas: int) -> ValueContext:

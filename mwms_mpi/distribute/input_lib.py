@@ -434,3 +434,43 @@ def _agree_infinite(input_workers: InputWorkers, infinite: bool) -> bool:
         return infinite
     with api_call(communicator, "DistributedDataset creation"):
         return communicator.min_max(int(infinite), "infinite dataset")[0] == 1
+
+
+class DefaultInputIterator:
+    """The default strategy's ``make_dataset_iterator``/``make_input_fn_iterator`` iterator
+    (TF's ``_DefaultDistributionExtended.DefaultInputIterator``): the dataset's own iterator
+    behind ``get_next``; like TF's, it is not itself iterable.
+
+    Args:
+      dataset: the dataset (not distributed: the default strategy has one replica).
+    """
+
+    def __init__(self, dataset: Any) -> None:
+        self._dataset = dataset
+        self._iterator = iter(dataset)
+
+    def get_next(self) -> Any:
+        """The next element.
+
+        Raises:
+          OutOfRangeError: at the end of the data.
+        """
+        return self._iterator.get_next()
+
+    def get_next_as_optional(self) -> Optional:
+        """The next element as an ``Optional``, empty at the end of the data."""
+        try:
+            return Optional.from_value(self._iterator.get_next())
+        except errors.OutOfRangeError:
+            return Optional.empty(self._dataset.element_spec)
+
+    def initialize(self) -> None:
+        """TF 2.21's own failure, kept (docs/architecture.md): it calls the TF 1.x
+        ``dataset.make_one_shot_iterator``, which TF 2 datasets lack.
+
+        Raises:
+          AttributeError: always, in TF's words.
+        """
+        raise AttributeError(
+            f"'{type(self._dataset).__name__}' object has no attribute 'make_one_shot_iterator'"
+        )

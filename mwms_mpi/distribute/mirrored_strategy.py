@@ -318,9 +318,20 @@ class MirroredExtended(StrategyExtended):
     def _update_non_slot(
         self, colocate_with: Any, fn: Callable[..., Any], args: Any, kwargs: Any, group: bool
     ) -> Any:
-        devices = colocate_with if isinstance(colocate_with, tuple) else self._devices
+        """TF's: ``fn`` runs once per device of ``colocate_with``, which must be a tuple of
+        devices (``non_slot_devices()``'s answer), not this strategy's replica count.
+
+        Raises:
+          AssertionError: for anything but a tuple (TF asserts it; its message is empty).
+        """
+        if not isinstance(colocate_with, tuple):
+            raise AssertionError(
+                "StrategyExtended.update_non_slot: colocate_with must be the tuple of devices "
+                f"non_slot_devices() returns, got {type(colocate_with).__name__} (TF asserts "
+                "a tuple)"
+            )
         updates = []
-        for i in range(len(devices)):
+        for i in range(len(colocate_with)):
             with UpdateContext(i):
                 updates.append(fn(*select_replica(i, args), **select_replica(i, kwargs)))
         return update_regroup(self._local_results, updates, group)

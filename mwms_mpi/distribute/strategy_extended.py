@@ -26,7 +26,7 @@ from mwms_mpi.types import (
 from mwms_mpi.values.aggregation import UpdateContext, get_update_replica_id
 from mwms_mpi.values.distributed import local_results, value_container
 from mwms_mpi.values.structure import of_pairs, of_value
-from mwms_mpi.values.variables import Variable
+from mwms_mpi.values.variables import UnreadVariable, Variable
 
 __all__ = ["CPU0", "StrategyExtended", "UpdateContext", "get_update_replica_id"]
 
@@ -261,6 +261,17 @@ class StrategyExtended:
 
     def _call_for_each_replica(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         raise NotImplementedError("must be implemented in descendants")
+
+    def _group(self, value: Any, name: str | None = None) -> Any:
+        """``Strategy.group``, eagerly (TF's ``_group``): eager ``tf.group`` of the flattened
+        local results is ``None``, unless there is one and no ``name``: then that result, or
+        its ``.op`` where it has one (TF's ``_UnreadVariable``, an update's result: ``None``).
+        """
+        flat = nest.flatten(self._local_results(value))
+        if len(flat) != 1 or name is not None:
+            return None
+        (result,) = flat
+        return None if isinstance(result, UnreadVariable) else result
 
     # TF's ``_local_results``, bound here from its one home (the default strategy has its own)
     _local_results = local_results

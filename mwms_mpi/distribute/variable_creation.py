@@ -67,6 +67,9 @@ def create_variable(
     )
 
     def real_mirrored_creator(**kw: Any) -> list[Variable]:
+        # TF's first component calls the next creator (the default scope's check) before it
+        # evaluates the initial value: so here, before the value and any collective
+        _context.check_default_scope_creator()
         value = initial_value_array(kw["initial_value"], kw.get("dtype"))
         check_mean_dtype(kw["aggregation"], value.dtype)
         value = broadcast(value)
