@@ -134,7 +134,7 @@ class CollectiveAllReduceExtended(MirroredExtended):
                 "No `worker`, `chief` or `evaluator` tasks can be found in `cluster_spec`."
             )
         id_in_cluster = multi_worker_util.id_in_cluster(cluster_spec, task_type, task_id)
-        _check_place(num_workers, id_in_cluster)
+        _check_place(num_workers, id_in_cluster, resolver)
         if self._communicator is not None:
             # configure(): every rank has checked its new place before any rank rebuilds; one
             # that failed refuses this agreement (Strategy.configure's api_call), so all raise.
@@ -262,20 +262,37 @@ def _gpu_ids(resolver: ClusterResolver) -> list[int] | None:
     return [int(i) for i in ids] if ids else None
 
 
-def _check_place(num_workers: int, id_in_cluster: int) -> None:
+def _check_place(
+    num_workers: int, id_in_cluster: int, resolver: ClusterResolver | None = None
+) -> None:
     """Raises unless the cluster's place for this process is its place in the MPI world.
+
+    A ``TF_CONFIG`` left in the environment (from a TF job script, or exported for every rank
+    alike) is the usual cause, and under ``mpiexec`` or ``srun`` it is not needed at all: the
+    message names it, its task, and both ways out.
 
     Raises:
       ValueError: if the cluster's worker count or this task's id is not MPI's.
     """
     comm_world = mpi().COMM_WORLD
     rank, size = int(comm_world.Get_rank()), int(comm_world.Get_size())
-    if id_in_cluster != rank or num_workers != size:
+    if id_in_cluster == rank and num_workers == size:
+        return
+    if isinstance(resolver, TFConfigClusterResolver):
         raise ValueError(
-            f"The cluster resolver places this process at id_in_cluster {id_in_cluster} of "
-            f"{num_workers} workers, but it is MPI rank {rank} of {size}: the resolver's task "
-            "must be the MPI rank (one rank per task)."
+            f"TF_CONFIG places this process at task {resolver.task_type}:{resolver.task_id} "
+            f"(id_in_cluster {id_in_cluster} of {num_workers} workers), but it is MPI rank "
+            f"{rank} of {size}. Under mpiexec or srun TF_CONFIG is not needed: without it the "
+            "MPI world is the cluster (MPIClusterResolver). Unset it (`unset TF_CONFIG`, or "
+            "`mpiexec -n N env -u TF_CONFIG python ...`), or give each process a TF_CONFIG "
+            "whose task is its MPI rank; the resolver's task must be the MPI rank (one rank "
+            "per task)."
         )
+    raise ValueError(
+        f"The cluster resolver places this process at id_in_cluster {id_in_cluster} of "
+        f"{num_workers} workers, but it is MPI rank {rank} of {size}: the resolver's task "
+        "must be the MPI rank (one rank per task)."
+    )
 
 
 def _check_same_replica_count(communicator: Communicator, k: int) -> None:
