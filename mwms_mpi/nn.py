@@ -4,6 +4,11 @@
 and ``scale_regularization_loss`` divides a regularization loss by the number of replicas, so
 that summing the replicas' gradients (what the optimizers do) gives the gradient of the mean.
 Both read the current strategy from the thread's context, as TF's do.
+
+A loss computed by an autodiff library (a ``jax.Array``, or a tracer inside ``jax.grad`` /
+``jax.jit``) is computed on with its own library's operations (its array-API namespace,
+``values/foreign.py``), never turned into numpy: the result stays differentiable. numpy input
+takes the numpy path, unchanged (bitwise).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import numpy as np
 
 from mwms_mpi import _context, errors
 from mwms_mpi.values.convert import as_array, truediv
+from mwms_mpi.values.foreign import array_namespace
 
 __all__ = ["compute_average_loss", "scale_regularization_loss"]
 
@@ -66,6 +72,9 @@ def compute_average_loss(
       InvalidArgumentError: for a negative ``global_batch_size``.
       RuntimeError: when called in cross-replica context without ``global_batch_size``.
     """
+    xp = array_namespace(per_example_loss)
+    if xp is not np:
+        return _average_in_namespace(xp, per_example_loss, sample_weight, global_batch_size)
     losses = np.asarray(as_array(per_example_loss))
     input_dtype = losses.dtype
     if losses.ndim == 0:
@@ -80,6 +89,19 @@ def compute_average_loss(
         replicas = _num_replicas_in_sync("compute_average_loss")
         global_batch_size = np.int32(losses.shape[0] * replicas)
     batch = np.asarray(as_array(global_batch_size))
+    _check_global_batch_size(batch)
+    total = np.sum(losses, dtype=input_dtype)
+    if batch == 0:
+        return np.zeros((), dtype=input_dtype)  # div_no_nan
+    return np.asarray(np.true_divide(total, batch.astype(input_dtype)), dtype=input_dtype)
+
+
+def _check_global_batch_size(batch: np.ndarray) -> None:
+    """TF's checks of ``global_batch_size`` (a concrete number, whatever the loss's library).
+
+    Raises:
+      ValueError: for a non-scalar; TypeError: for a non-integer; InvalidArgumentError: < 0.
+    """
     if batch.ndim:
         raise ValueError("global_batch_size must be scalar.")
     if batch.dtype.kind not in "iu":
@@ -90,10 +112,44 @@ def compute_average_loss(
         raise errors.InvalidArgumentError(
             None, "assert_non_negative", "global_batch_size must be non-negative."
         )
-    total = np.sum(losses, dtype=input_dtype)
+
+
+def _astype(xp: Any, x: Any, dtype: Any) -> Any:
+    """The array API's ``astype`` (a namespace function), or the array's method where the
+    namespace predates it."""
+    fn = getattr(xp, "astype", None)
+    return fn(x, dtype) if fn is not None else x.astype(dtype)
+
+
+def _average_in_namespace(xp: Any, losses: Any, sample_weight: Any, global_batch_size: Any) -> Any:
+    """``compute_average_loss`` with the loss's own library ``xp`` (differentiable there).
+
+    The same steps and dtypes as the numpy path: float32 weighting, the sum in the input's
+    dtype, divided by the global batch size cast to that dtype, 0 for a batch of 0.
+    """
+    input_dtype = losses.dtype
+    if losses.ndim == 0:
+        raise ValueError(
+            "Invalid value passed for `per_example_loss`. Expected a tensor with at least rank "
+            f"1. Received per_example_loss={losses} with rank 0"
+        )
+    if sample_weight is not None:
+        scaled = _astype(xp, losses, xp.float32)
+        weights = _astype(xp, xp.asarray(sample_weight), xp.float32)
+        if weights.ndim - scaled.ndim == 1:
+            weights = xp.squeeze(weights, axis=-1)
+        elif weights.ndim and scaled.ndim - weights.ndim == 1:
+            weights = xp.expand_dims(weights, axis=-1)
+        losses = _astype(xp, scaled * weights, input_dtype)
+    if global_batch_size is None:
+        replicas = _num_replicas_in_sync("compute_average_loss")
+        global_batch_size = np.int32(losses.shape[0] * replicas)
+    batch = np.asarray(as_array(global_batch_size))
+    _check_global_batch_size(batch)
+    total = xp.sum(losses, dtype=input_dtype)
     if batch == 0:
-        return np.zeros((), dtype=input_dtype)  # div_no_nan
-    return np.asarray(np.true_divide(total, batch.astype(input_dtype)), dtype=input_dtype)
+        return xp.zeros((), dtype=input_dtype)  # div_no_nan
+    return _astype(xp, total / xp.asarray(batch.item(), dtype=input_dtype), input_dtype)
 
 
 def scale_regularization_loss(regularization_loss: Any) -> np.ndarray:
@@ -109,6 +165,26 @@ def scale_regularization_loss(regularization_loss: Any) -> np.ndarray:
       RuntimeError: when called in cross-replica context.
     """
     replicas = _num_replicas_in_sync("scale_regularization_loss")
+    xp = array_namespace(regularization_loss)
+    if xp is not np:
+        return _scale_in_namespace(xp, regularization_loss, replicas)
     loss = np.asarray(as_array(regularization_loss))
     total = np.asarray(np.sum(loss, dtype=loss.dtype))
     return np.asarray(truediv(total, replicas))
+
+
+def _scale_in_namespace(xp: Any, loss: Any, replicas: int) -> Any:
+    """``scale_regularization_loss`` with the loss's own library ``xp``: the sum divided by
+    the replica count with TF's ``truediv`` dtypes (as ``convert.truediv``).
+
+    Raises:
+      TypeError: for a bool loss (TF has no division of bools).
+    """
+    total = xp.sum(loss, dtype=loss.dtype)
+    dtype = np.dtype(loss.dtype)
+    if dtype.kind == "b":
+        raise TypeError("`x` and `y` must have the same dtype, got tf.bool != tf.int32.")
+    if dtype.kind in "iu":
+        target = xp.float32 if dtype.itemsize <= 2 else xp.float64
+        return _astype(xp, total, target) / xp.asarray(replicas, dtype=target)
+    return total / xp.asarray(replicas, dtype=loss.dtype)

@@ -251,6 +251,10 @@ class CollectiveAllReduceExtended(MirroredExtended):
         """Whether this worker is the chief."""
         return self._is_chief
 
+    def _get_local_replica_id(self, replica_id_in_sync_group: int) -> int:
+        """This worker's index of a global replica id (TF's private hook, called by its tests)."""
+        return replica_id_in_sync_group - self._id_in_cluster * len(self.worker_devices)
+
 
 def _gpu_ids(resolver: ClusterResolver) -> list[int] | None:
     """The GPUs the resolver says this rank drives (``MPIClusterResolver``: by node-local
@@ -321,8 +325,12 @@ def _check_not_per_replica(options: InputOptions | None) -> None:
         )
 
 
-class MultiWorkerMirroredStrategy(Strategy):
+class CollectiveAllReduceStrategy(Strategy):
     """A distribution strategy for synchronous training on multiple workers (MPI ranks).
+
+    Exported as ``MultiWorkerMirroredStrategy``; its ``__name__`` is TF's class name,
+    ``CollectiveAllReduceStrategy``, as ``tf.distribute.MultiWorkerMirroredStrategy.__name__``
+    is (TF's ``ExperimentalCompatibilityTest.testName``).
 
     Args:
       cluster_resolver: optional ``ClusterResolver``; ``TFConfigClusterResolver`` when
@@ -340,7 +348,7 @@ class MultiWorkerMirroredStrategy(Strategy):
         super().__init__(CollectiveAllReduceExtended(self, cluster_resolver, communication_options))
 
 
-CollectiveAllReduceStrategy = MultiWorkerMirroredStrategy
+MultiWorkerMirroredStrategy = CollectiveAllReduceStrategy
 
 
 class _ExperimentalMeta(type):

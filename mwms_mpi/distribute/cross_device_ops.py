@@ -24,6 +24,7 @@ from mwms_mpi.types import CommunicationOptions, ReduceOp
 from mwms_mpi.values import DistributedValues, IndexedSlices, Mirrored, PerReplica, regroup
 from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.convert import as_array, is_tensor
+from mwms_mpi.values.foreign import is_foreign_array
 
 __all__ = [
     "CrossDeviceOps",
@@ -86,6 +87,8 @@ def reduce_non_distributed_value(
             "You are passing a `DistributedValues` to `reduce_non_distributed_value`, which is "
             "not allowed."
         )
+    if is_foreign_array(value):  # another library's array: results are numpy (or CuPy)
+        value = as_array(value)
     if not is_tensor(value) and np.all(np.asarray(value == 0)):
         return np.zeros(value.shape, dtype=value.dtype)
     if reduce_op == ReduceOp.MEAN:

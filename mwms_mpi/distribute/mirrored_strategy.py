@@ -49,6 +49,8 @@ from mwms_mpi.values import (
 )
 from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.aggregation import UpdateContext
+from mwms_mpi.values.convert import as_array
+from mwms_mpi.values.foreign import is_foreign_array
 
 _DEVICE = re.compile(
     r"^(?:/job:[^/]+)?(?:/replica:\d+)?(?:/task:\d+)?/?(?:device:)?(cpu|gpu):(\d+)$"
@@ -269,6 +271,8 @@ class MirroredExtended(StrategyExtended):
         self, value: Any, destinations: Any, axis: int, options: Any
     ) -> Any:
         if not isinstance(value, DistributedValues):
+            if is_foreign_array(value):  # another library's array: results are numpy (or CuPy)
+                value = as_array(value)
             if isinstance(value, np.ndarray) or _arrays.is_device_array(value):
                 return value.copy()  # never the input
             return value

@@ -117,6 +117,20 @@ class ReplicaContext:
 
         return nest.pack_sequence_as(value, self.merge_call(batch_all_reduce, args=flat))
 
+    def _update(
+        self,
+        var: Any,
+        fn: Callable[..., Any],
+        args: Any = (),
+        kwargs: dict[str, Any] | None = None,
+        group: bool = True,
+    ) -> Any:
+        """TF's private ``ReplicaContext._update`` (TF's tests call it): ``fn(component,
+        *args, **kwargs)`` on each component of ``var``, in a ``merge_call``; returns the local
+        replica's result."""
+        extended: Any = self._strategy.extended
+        return extended._replica_ctx_update(var, fn, args, kwargs or {}, group)
+
     def all_gather(self, value: Any, axis: int, options: CommunicationOptions | None = None) -> Any:
         """All-gathers ``value`` (a nest of arrays) across replicas along ``axis``.
 

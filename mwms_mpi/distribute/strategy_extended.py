@@ -176,6 +176,21 @@ class StrategyExtended:
 
         return replica_context.merge_call(merge_fn, args=args, kwargs=kwargs)
 
+    def _replica_ctx_all_reduce(
+        self, reduce_op: Any, value: Any, options: CommunicationOptions | None = None
+    ) -> Any:
+        """TF's private hook behind ``ReplicaContext.all_reduce`` (eager: a ``merge_call`` and
+        a ``batch_reduce_to`` of the flattened nest), which TF's own tests call directly."""
+        replica_context: Any = _context.current().replica_context  # this layer's ReplicaContext
+        assert replica_context is not None and _context.in_replica_function(), (
+            "`StrategyExtended._replica_ctx_all_reduce` must be called in a replica context"
+        )
+        return replica_context.all_reduce(reduce_op, value, options)
+
+    def _get_local_replica_id(self, replica_id_in_sync_group: int) -> int:
+        """This worker's index of a global replica id (one worker: the id itself)."""
+        return replica_id_in_sync_group
+
     def update_non_slot(
         self,
         colocate_with: Any,

@@ -9,6 +9,7 @@ import numpy as np
 from mwms_mpi import _arrays
 from mwms_mpi._constant import python_leaves, to_array
 from mwms_mpi.values._base import VariableBase
+from mwms_mpi.values.foreign import from_foreign, is_foreign_array
 from mwms_mpi.values.indexed_slices import IndexedSlices
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -19,10 +20,13 @@ def as_array(value: Any) -> Any:
 
     Python floats become float32, ints int32 (int64 when out of range), bools bool; nested
     lists likewise; numpy scalars become 0-d arrays of their dtype; a variable is read (a fresh
-    array).
+    array). Another library's array (``__array__`` or ``__dlpack__``: JAX, PyTorch) becomes a
+    numpy array of its dtype, a zero-copy view where the library allows it, or a CuPy array
+    for device memory (``values/foreign.py``): this is where every API takes values in.
 
     Raises:
-      ValueError: for values that are not numbers or arrays (TF's conversion error).
+      ValueError: for values that are not numbers or arrays (TF's conversion error), and for a
+        JAX tracer (an mwms_mpi call inside ``jax.jit``), naming the fix.
     """
     kind = type(value)
     if kind is np.ndarray or kind is IndexedSlices:
@@ -43,6 +47,8 @@ def as_array(value: Any) -> Any:
         return to_array(value)
     if isinstance(value, complex):
         return np.array(value, dtype=np.complex128)
+    if is_foreign_array(value):
+        return from_foreign(value)
     raise ValueError(
         f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a "
         "Tensor."
@@ -52,12 +58,13 @@ def as_array(value: Any) -> Any:
 def is_tensor(value: Any) -> bool:
     """TF's ``tensor_util.is_tf_type``: what counts as a tensor here.
 
-    Arrays (numpy and CuPy), numpy scalars, ``IndexedSlices`` and variables are tensors;
-    Python numbers, lists and other objects are not.
+    Arrays (numpy, CuPy and other libraries' arrays, which :func:`as_array` takes as arrays),
+    numpy scalars, ``IndexedSlices`` and variables are tensors; Python numbers, lists and other
+    objects are not.
     """
     if isinstance(value, np.ndarray | np.generic | IndexedSlices | VariableBase):
         return True
-    return _arrays.is_device_array(value)
+    return _arrays.is_device_array(value) or is_foreign_array(value)
 
 
 def convert_to_dtype(value: Any, dtype: Any) -> Any:
@@ -73,6 +80,8 @@ def convert_to_dtype(value: Any, dtype: Any) -> Any:
     dtype = np.dtype(dtype)
     if isinstance(value, VariableBase):
         value = value.read_value()
+    elif is_foreign_array(value):
+        value = from_foreign(value)
     if _arrays.is_device_array(value):
         return value.astype(dtype, copy=True)
     if isinstance(value, np.ndarray | np.generic) or hasattr(value, "__array__"):

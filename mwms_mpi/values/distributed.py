@@ -151,7 +151,8 @@ def regroup(values: Sequence[Any], wrap_class: Any = PerReplica, always_wrap: bo
       The regrouped nest.
 
     Raises:
-      ValueError: if the replicas' structures differ.
+      AssertionError: if the replicas' structures differ (TF's regroup asserts; the message
+        here names both).
     """
     v0 = values[0]
     if isinstance(v0, list):
@@ -171,7 +172,7 @@ def regroup(values: Sequence[Any], wrap_class: Any = PerReplica, always_wrap: bo
         keys = set(v0.keys())
         for v in values[1:]:
             if not isinstance(v, abc.Mapping) or set(v.keys()) != keys:
-                raise ValueError(
+                raise AssertionError(  # TF's class: its regroup asserts
                     f"Replicas returned different structures: keys {sorted(map(str, keys))} "
                     f"and {v!r}"
                 )
@@ -231,7 +232,7 @@ def _check_lengths(values: Sequence[Any], kind: type) -> None:
     for v in rest:
         if not isinstance(v, list | tuple) or not isinstance(v, kind) or len(v) != len(v0):
             length = len(v) if isinstance(v, list | tuple) else "?"
-            raise ValueError(
+            raise AssertionError(  # TF's class: its regroup asserts
                 f"Values to regroup had different structures: {type(v).__name__} of length "
                 f"{length} and {kind.__name__} of length "
                 f"{len(v0)}: {v!r}, {v0!r}"

@@ -25,7 +25,9 @@ from mwms_mpi._context import StrategyLike
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
 from mwms_mpi.values import aggregation as agg
+from mwms_mpi.values.array_reads import frozen_view
 from mwms_mpi.values.distributed import DistributedValues, Mirrored, PerReplica
+from mwms_mpi.values.foreign import raise_if_jit_tracing
 from mwms_mpi.values.variables import Variable
 
 
@@ -177,6 +179,7 @@ class DistributedVariable(DistributedValues, Variable):
 
     def read_value(self) -> Any:
         """The value in the current context: the replica's own, or the cross-replica value."""
+        raise_if_jit_tracing("Variable.read_value")
         with _context.enter_or_assert_strategy(self._distribute_strategy):
             return _fresh(self._get())
 
@@ -184,8 +187,15 @@ class DistributedVariable(DistributedValues, Variable):
         """The value of the current replica's component (the primary's outside a replica)."""
         return self._get_on_device_or_primary().value()
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return np.array(_arrays.to_host(self.read_value()), dtype=dtype)
+    __array__ = Variable.__array__  # TF's (a fresh array), not DistributedValues' first value
+
+    def read_only_value(self) -> Any:
+        """The value in the current context without a copy (``Variable.read_only_value``):
+        a component's frozen storage, or the cross-replica value (fresh) made read-only."""
+        raise_if_jit_tracing("Variable.read_only_value")
+        with _context.enter_or_assert_strategy(self._distribute_strategy):
+            value = self._get()
+            return value.read_only_value() if isinstance(value, Variable) else frozen_view(value)
 
     # -- writes ----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+import mwms_mpi.values.array_reads as reads
 from mwms_mpi import _arrays, _context, errors
 from mwms_mpi._context import StrategyLike
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
@@ -108,7 +109,7 @@ def _validate_plain(
 
 
 def _operand(x: Any) -> Any:
-    return x._dense() if isinstance(x, Variable) else x
+    return x._dense() if isinstance(x, Variable) else reads.not_traced(x)
 
 
 def _binary(op: Callable[[Any, Any], Any], reflected: bool = False) -> Any:
@@ -120,7 +121,7 @@ def _binary(op: Callable[[Any, Any], Any], reflected: bool = False) -> Any:
     return method
 
 
-class Variable(ScatterMixin, VariableBase, metaclass=_VariableMeta):
+class Variable(reads.ArrayReadsMixin, ScatterMixin, VariableBase, metaclass=_VariableMeta):
     """A variable maintains shared, persistent state manipulated by a program (``tf.Variable``).
 
     The value is a numpy array, or a CuPy array on a GPU when the initial value is one. Reads
@@ -258,10 +259,12 @@ class Variable(ScatterMixin, VariableBase, metaclass=_VariableMeta):
 
     def read_value(self) -> Any:
         """Returns the value of this variable, read in the current context (a fresh array)."""
+        reads.raise_if_jit_tracing("Variable.read_value")
         return self._value.copy()
 
     def value(self) -> Any:
         """Returns the last snapshot of this variable (a fresh array)."""
+        reads.raise_if_jit_tracing("Variable.value")
         return self._value.copy()
 
     def numpy(self) -> Any:
@@ -269,9 +272,6 @@ class Variable(ScatterMixin, VariableBase, metaclass=_VariableMeta):
         a numpy scalar for 0-d, as TF)."""
         value = np.asarray(_arrays.to_host(self.read_value()))
         return value[()] if value.ndim == 0 else value
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return np.array(_arrays.to_host(self.read_value()), dtype=dtype)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -311,7 +311,7 @@ class Variable(ScatterMixin, VariableBase, metaclass=_VariableMeta):
                 f"with shape {list(array.shape)}, shapes must be equal.",
             )
         fn = getattr(_arrays.array_module(self._value), op.__name__)
-        fn(self._value, array, out=self._value, casting="unsafe")
+        self._value = reads.apply_in_place(fn, self._value, array)
         return UnreadVariable(self) if read_value else None
 
     def assign_add(

@@ -1,0 +1,113 @@
+"""A variable handed to another library: ``np.asarray(v)``, ``jnp.asarray(v)`` and a no-copy read.
+
+``__array__`` is TF's (``BaseResourceVariable.__array__``): the current value as a fresh,
+writeable array that later updates never change, cast to ``dtype`` when asked; TF 2.21 refuses
+``np.asarray(v, copy=False)`` (numpy's "Unable to avoid copy" ``ValueError``), and so does this.
+
+``read_only_value()`` (mwms_mpi's own, no TF counterpart) is the read that does not copy, for
+handing parameters to an autodiff library every step. It follows "results are values"
+(DESIGN §4) by copy-on-write, not by a validity window: the variable's buffer is frozen
+(``writeable=False``) and handed out as a read-only view; the next in-place update
+(``assign_add``/``assign_sub``) writes a new buffer instead (:func:`update_target`), and
+``assign``/``scatter_*`` always store a new buffer. What the caller holds therefore never
+changes, and numpy refuses to make it writeable again (its base is not writeable). A read
+costs nothing; the update after it costs one allocation (no more than the copy it replaces),
+however many reads came between. A CuPy array has no read-only flag: a device variable's
+``read_only_value()`` is a copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import _arrays
+from mwms_mpi.values.foreign import not_traced, raise_if_jit_tracing
+
+__all__ = [
+    "ArrayReadsMixin",
+    "apply_in_place",
+    "frozen_view",
+    "not_traced",
+    "raise_if_jit_tracing",
+    "update_target",
+]
+
+_NO_COPY = (
+    "Unable to avoid copy while creating an array as requested.\nIf using "
+    "`np.array(obj, copy=False)` replace it with `np.asarray(obj)` to allow a copy when needed "
+    "(no behavior change in NumPy 1.x).\nFor more details, see "
+    "https://numpy.org/devdocs/numpy_2_0_migration_guide.html#adapting-to-changes-in-the-copy-keyword."
+)
+
+
+def frozen_view(array: Any) -> Any:
+    """A read-only view of ``array`` after freezing ``array`` itself (a copy of a CuPy array).
+
+    The variable keeps ``array`` as its storage: frozen, it is never written again (see
+    :func:`update_target`), so the view is a value.
+    """
+    if _arrays.is_device_array(array):
+        return array.copy()
+    if array.flags.writeable:
+        array.flags.writeable = False
+    return array.view()
+
+
+def update_target(array: Any) -> Any:
+    """Where an in-place update of a variable's storage ``array`` writes: ``array`` itself,
+    or a new buffer of its shape and dtype when it was handed out by ``read_only_value()``."""
+    if _arrays.is_device_array(array) or array.flags.writeable:
+        return array
+    return np.empty_like(array)
+
+
+def apply_in_place(fn: Any, array: Any, operand: Any) -> Any:
+    """``fn(array, operand)`` written into ``array`` (a variable's ``assign_add``/``sub``), or
+    into a new buffer when ``array`` was handed out (:func:`update_target`); returns where.
+
+    ``fn`` is a numpy (or CuPy) ufunc; the variable's dtype is kept (``casting="unsafe"``, as
+    TF's update kernels cast the delta).
+    """
+    out = update_target(array)
+    fn(array, operand, out=out, casting="unsafe")
+    return out
+
+
+class ArrayReadsMixin:
+    """``__array__`` and ``read_only_value`` of ``Variable`` and the distributed variables."""
+
+    _value: Any
+
+    def read_value(self) -> Any:
+        raise NotImplementedError("must be implemented in descendants")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """The current value as a fresh host array (TF's ``__array__``), of ``dtype`` if given.
+
+        Raises:
+          ValueError: for ``copy=False`` (TF 2.21 cannot give a variable without a copy), and
+            while ``jax.jit`` traces (the value would be frozen into the compiled function).
+        """
+        raise_if_jit_tracing("np.asarray(variable)` / `jnp.asarray(variable)")
+        if copy is False:
+            raise ValueError(_NO_COPY)
+        value = np.asarray(_arrays.to_host(self.read_value()))
+        if dtype is None or value.dtype == np.dtype(dtype):
+            return value
+        return value.astype(dtype)
+
+    def read_only_value(self) -> Any:
+        """The value in the current context without a copy: a read-only array that keeps this
+        value whatever later updates do (copy-on-write), for handing to another library.
+
+        mwms_mpi's own read (TF has none): ``read_value()`` and ``np.asarray(v)`` copy, as TF's
+        do. The result cannot be written (``writeable=False``); ``np.array(...)`` it for a
+        writeable copy.
+
+        Raises:
+          ValueError: while ``jax.jit`` traces (read outside, pass the value in).
+        """
+        raise_if_jit_tracing("Variable.read_only_value")
+        return frozen_view(self._value)
