@@ -6,8 +6,11 @@ dtype and value, or the exception's type). The outcomes TF 2.21 gives are pinned
 ``tf_pins.json`` beside this file, written by running this module with TF's Python, outside
 the repository's venv (TF is never a dependency of the project or its tests)::
 
-    TF_CPP_MIN_LOG_LEVEL=3 /tmp/tfvenv/bin/python -m tests.support.differential \\
+    TF_CPP_MIN_LOG_LEVEL=3 /work/tfvenv/bin/python -m tests.support.differential \\
         --out tests/support/tf_pins.json
+
+(any venv with ``tensorflow-cpu==2.21.0``). ``--scenarios MODULE`` runs another module's
+``SCENARIOS`` instead (the ``tests/tf_parity`` files, each with its own pins file).
 
 It runs every scenario under ``MirroredStrategy`` on one and on two logical CPUs, and under
 ``MultiWorkerMirroredStrategy`` at 1, 2 and 4 workers (one process per worker, a loopback
@@ -24,6 +27,7 @@ Every scenario runs the same calls on every worker (they are collectives).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import socket
@@ -71,6 +75,28 @@ class Backend:
         except Exception as exc:  # every error is an outcome to compare
             return {"raises": type(exc).__name__}
         return self.describe(result)
+
+    # -- helpers of the tests/tf_parity ports (values_test, strategy_common_test, ...) --------
+
+    def indexed_slices(self, values: Any, indices: Any, dense_shape: Any) -> Any:
+        """``tf.IndexedSlices`` of constants (TF's tests build them with ``array_ops.identity``)."""
+        raise NotImplementedError
+
+    def per_replica(self, values: Any) -> Any:
+        """``values.PerReplica(values)``: TF's tests build one directly (no public constructor)."""
+        raise NotImplementedError
+
+    def mirrored(self, values: Any) -> Any:
+        """``values.Mirrored(values)``, as TF's tests build one directly."""
+        raise NotImplementedError
+
+    def reduce_sum(self, x: Any) -> Any:
+        """``tf.reduce_sum(x)`` over every axis (a structure of tensors is stacked first)."""
+        raise NotImplementedError
+
+    def to_dense(self, x: Any) -> Any:
+        """``ops.convert_to_tensor(x)``: an ``IndexedSlices`` scattered into its dense shape."""
+        raise NotImplementedError
 
 
 def _plain(kind: str, x: Any) -> Any:
@@ -136,6 +162,29 @@ class OursBackend(Backend):
             return _slices(np.asarray(x.values), np.asarray(x.indices))
         return _describe_python(self, x)
 
+    def indexed_slices(self, values: Any, indices: Any, dense_shape: Any) -> Any:
+        return self._mwms.IndexedSlices(
+            self.constant(values), self.constant(indices), self.constant(dense_shape)
+        )
+
+    def per_replica(self, values: Any) -> Any:
+        return self.ds.PerReplica(values)
+
+    def mirrored(self, values: Any) -> Any:
+        return self.ds.Mirrored(values)
+
+    def reduce_sum(self, x: Any) -> Any:
+        return np.sum(np.asarray(self._as_array(x)))
+
+    def to_dense(self, x: Any) -> Any:
+        from mwms_mpi.values import IndexedSlices
+
+        if not isinstance(x, IndexedSlices):
+            return np.asarray(self._as_array(x))
+        dense = np.zeros(tuple(np.asarray(x.dense_shape).tolist()), np.asarray(x.values).dtype)
+        np.add.at(dense, np.asarray(x.indices), np.asarray(x.values))
+        return dense
+
 
 def _describe_python(backend: Backend, x: Any) -> Any:
     if isinstance(x, list | tuple):
@@ -178,6 +227,26 @@ class TFBackend(Backend):
         if isinstance(x, np.ndarray):
             return _array("ndarray", x)
         return _describe_python(self, x)
+
+    def indexed_slices(self, values: Any, indices: Any, dense_shape: Any) -> Any:
+        tf = self.tf
+        return tf.IndexedSlices(tf.constant(values), tf.constant(indices), tf.constant(dense_shape))
+
+    def per_replica(self, values: Any) -> Any:
+        from tensorflow.python.distribute import values as tf_values
+
+        return tf_values.PerReplica(values)
+
+    def mirrored(self, values: Any) -> Any:
+        from tensorflow.python.distribute import values as tf_values
+
+        return tf_values.Mirrored(values)
+
+    def reduce_sum(self, x: Any) -> Any:
+        return self.tf.reduce_sum(x)
+
+    def to_dense(self, x: Any) -> Any:
+        return self.tf.convert_to_tensor(x)
 
 
 # -- the scenarios ------------------------------------------------------------------------------
@@ -495,9 +564,19 @@ SCENARIOS: dict[str, Callable[[Backend, Any], Outcomes]] = {
 }
 
 
-def run_scenarios(b: Backend, s: Any) -> dict[str, Outcomes]:
+Scenarios = dict[str, Callable[[Backend, Any], Outcomes]]
+
+
+def run_scenarios(b: Backend, s: Any, scenarios: Scenarios | None = None) -> dict[str, Outcomes]:
     """Every scenario's outcomes, in a fixed order (the same calls on every worker)."""
-    return {name: scenario(b, s) for name, scenario in SCENARIOS.items()}
+    chosen = SCENARIOS if scenarios is None else scenarios
+    return {name: scenario(b, s) for name, scenario in chosen.items()}
+
+
+def scenarios_of(module: str) -> Scenarios:
+    """The ``SCENARIOS`` of a scenario module (this one, or a ``tests/tf_parity`` file)."""
+    found: Scenarios = importlib.import_module(module).SCENARIOS
+    return found
 
 
 # -- comparing ------------------------------------------------------------------------------------
@@ -531,9 +610,10 @@ def _close(x: Any, y: Any) -> bool:
     return type(x) is type(y) and x == y
 
 
-def pinned(config: str, task: int) -> dict[str, Outcomes]:
-    """TF's outcomes for ``config`` (e.g. ``"mwms_n2_k1"``) on worker ``task``."""
-    path = os.path.join(os.path.dirname(__file__), "tf_pins.json")
+def pinned(config: str, task: int, path: str | None = None) -> dict[str, Outcomes]:
+    """TF's outcomes for ``config`` (e.g. ``"mwms_n2_k1"``) on worker ``task``, from ``path``
+    (default: ``tf_pins.json`` beside this module)."""
+    path = path or os.path.join(os.path.dirname(__file__), "tf_pins.json")
     with open(path, encoding="utf-8") as f:
         tasks = json.load(f)[config]
     result = tasks[0]
@@ -581,7 +661,7 @@ def _tf_strategy(config: str, index: int, port: int) -> Any:
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 
-def _run_tf_task(config: str, index: int, port: int) -> None:
+def _run_tf_task(config: str, index: int, port: int, module: str) -> None:
     n = int(config.split("_n")[1].split("_")[0]) if config.startswith("mwms") else 1
     if config.startswith("mwms") and n > 1:
         addresses = [f"127.0.0.1:{port + i}" for i in range(n)]
@@ -589,7 +669,7 @@ def _run_tf_task(config: str, index: int, port: int) -> None:
             {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}
         )
     strategy = _tf_strategy(config, index, port)
-    results = run_scenarios(TFBackend(), strategy)
+    results = run_scenarios(TFBackend(), strategy, scenarios_of(module))
     print(MARK + json.dumps(results), flush=True)
 
 
@@ -610,7 +690,7 @@ def _free_port_block(count: int) -> int:
     raise RuntimeError("no free port block")
 
 
-def _collect(config: str) -> list[dict[str, Outcomes]]:
+def _collect(config: str, module: str) -> list[dict[str, Outcomes]]:
     n = int(config.split("_n")[1].split("_")[0]) if config.startswith("mwms") else 1
     port = _free_port_block(n)
     procs = [
@@ -619,6 +699,8 @@ def _collect(config: str) -> list[dict[str, Outcomes]]:
                 sys.executable,
                 "-m",
                 "tests.support.differential",
+                "--scenarios",
+                module,
                 "--task",
                 config,
                 str(i),
@@ -643,16 +725,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Writes TF 2.21's outcomes of the scenarios.")
     parser.add_argument("--out", help="the pins file to write")
     parser.add_argument("--configs", nargs="*", default=CONFIGS)
+    parser.add_argument(
+        "--scenarios",
+        default=__name__ if __name__ != "__main__" else "tests.support.differential",
+        help="the module whose SCENARIOS to run (e.g. tests.tf_parity.test_values)",
+    )
     parser.add_argument("--task", nargs=3, metavar=("CONFIG", "INDEX", "PORT"))
     args = parser.parse_args(argv)
     if args.task:
         config, index, port = args.task
-        _run_tf_task(config, int(index), int(port))
+        _run_tf_task(config, int(index), int(port), args.scenarios)
         return 0
     pins = {}
     for config in args.configs:
         print(f"running {config}", file=sys.stderr, flush=True)
-        pins[config] = _compact(_collect(config))
+        pins[config] = _compact(_collect(config, args.scenarios))
     text = json.dumps(pins, indent=None, sort_keys=True)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
