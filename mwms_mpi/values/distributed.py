@@ -12,6 +12,7 @@ import numpy as np
 from mwms_mpi import _arrays, nest
 from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.convert import is_tensor
+from mwms_mpi.values.delegate import DelegateOperators, current_component
 
 
 class DistributedValues:
@@ -60,14 +61,18 @@ class PerReplica(DistributedValues):
     __slots__ = ()
 
 
-class Mirrored(DistributedValues):
+class Mirrored(DelegateOperators, DistributedValues):
     """Holds a map from replica to values which are kept in sync (TF's ``Mirrored``).
 
-    As TF's ``DistributedDelegate``, attribute reads that ``Mirrored`` does not define go to the
-    primary value, so ``mirrored.shape`` or ``mirrored.dtype`` work.
+    As TF's ``DistributedDelegate``, attribute reads that ``Mirrored`` does not define, and
+    Python's operators, go to one component (``_get``: the current replica's, else the first),
+    so ``mirrored.shape``, ``mirrored.dtype`` or ``mirrored + 1`` work (``delegate.py``).
     """
 
     __slots__ = ()
+
+    def _get(self) -> Any:
+        return current_component(self._values)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

@@ -441,9 +441,6 @@ SCENARIOS = {
     _R + "testScatterUpdate": _sync_scatter("scatter_update", "scatter_min"),
 }
 
-FAILING = {
-    "DistributedDelegateTest.testOperatorOverride": "Mirrored has no arithmetic/comparison/"
-    "bitwise operators (TF's DistributedDelegate applies them to the first component)",
-}
+FAILING: dict[str, str] = {}
 
 test_m2, test_mwms = parity_tests(SCENARIOS, __file__, FAILING)
