@@ -32,11 +32,11 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 ifeq ($(MPI),system)
 MPIEXEC ?= $(shell command -v mpiexec)
-EXTRAS := test,examples,plot,docs
+EXTRAS := test,examples,plot,docs,jax
 PIP_MPI4PY := $(if $(filter 1,$(MPI4PY_SOURCE)),--no-binary mpi4py)
 else
 MPIEXEC ?= $(BIN)/mpiexec
-EXTRAS := $(MPI),test,examples,plot,docs
+EXTRAS := $(MPI),test,examples,plot,docs,jax
 PIP_MPI4PY :=
 endif
 PYTEST := $(PY) -m pytest -q
@@ -54,7 +54,7 @@ export OPENBLAS_NUM_THREADS := 1
 export MWMS_MPIEXEC := $(MPIEXEC)
 
 .PHONY: install test test-unit test-mpi test-e2e test-slurm test-gpu test-gpu-fake device-wheels \
-	lint bench bench-gpu demo docs clean venv-exists
+	lint bench bench-gpu bench-cnn demo demo-numpy docs clean venv-exists
 
 # editable_mode=compat: a .pth path entry instead of setuptools' import hook, so that mypy and
 # IDEs find the package in a user's own scripts (they cannot follow the hook).
@@ -84,14 +84,18 @@ test:
 	$(PY) scripts/skip_report.py $(SKIP_LOG) tests/must_run_on_ci.txt
 
 # tests/gpu is collected here too: without CuPy and a GPU every test in it is skipped, saying why.
+# tests/tf_parity's serial half is M2 (MirroredStrategy over two CPUs); its MPI half runs in test-mpi.
 test-unit: venv-exists
 	$(PYTEST) tests/unit tests/property tests/gpu
+	$(PYTEST) -m "not mpi" tests/tf_parity
 
 # Every MPI run asserts the world size it was launched for (a foreign mpiexec starts 1-rank worlds).
 test-mpi: venv-exists
 	@set -e; for n in $(MPI_SIZES); do \
 	  echo "== mpiexec -n $$n: tests/mpi"; \
 	  MWMS_TEST_WORLD_SIZE=$$n $(LAUNCH) -n $$n $(PYTEST) --with-mpi --mwms-mpi tests/mpi; \
+	  echo "== mpiexec -n $$n: tests/tf_parity (TF 2.21's own test methods, ported)"; \
+	  MWMS_TEST_WORLD_SIZE=$$n $(LAUNCH) -n $$n $(PYTEST) --with-mpi --mwms-mpi -m mpi tests/tf_parity; \
 	done
 	@echo "== mpiexec -n 3: collective properties, agreement, determinism, results are values (odd sizes find uneven-shard bugs)"
 	MWMS_TEST_WORLD_SIZE=3 $(LAUNCH) -n 3 $(PYTEST) --with-mpi --mwms-mpi tests/mpi/test_collective_properties.py \
@@ -152,9 +156,18 @@ bench: venv-exists
 bench-gpu: venv-exists
 	$(RUN_MPI) -n 2 $(PY) scripts/bench_gpu.py $(BENCH_ARGS)
 
-# The main job: data-parallel training of an MLP on the digits data with NP workers (default 4).
+# The JAX CNN's training step split into its parts (library, raw collective, mwms_mpi's share).
+bench-cnn: venv-exists
+	$(RUN_MPI) -n 2 $(PY) -m mwms_mpi.cli.bench_cnn $(BENCH_ARGS)
+
+# The main job: data-parallel training of a CNN on the digits data with NP workers (default 4),
+# forward pass, loss and gradients from JAX (the [jax] extra); demo-numpy: the same job with an
+# MLP written out in numpy (no JAX).
 NP ?= 4
 demo: venv-exists
+	$(RUN_MPI) -n $(NP) $(PY) -m mwms_mpi.run scripts/train_digits_cnn.py $(DEMO_ARGS)
+
+demo-numpy: venv-exists
 	$(RUN_MPI) -n $(NP) $(PY) -m mwms_mpi.run scripts/train_digits.py $(DEMO_ARGS)
 
 # Cleaning the recorded MPI's venv forgets the record too (it would name a missing venv).

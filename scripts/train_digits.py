@@ -452,7 +452,7 @@ def _write_config(directory: Path, config: dict[str, Any]) -> None:
 def _stop(strategy: Any, message: str) -> NoReturn:
     """Every worker stops with exit code 2 (the chief says why): a decision all of them took."""
     if strategy.extended.should_checkpoint:
-        print(f"{Path(__file__).name}: error: {message}", file=sys.stderr, flush=True)
+        print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr, flush=True)
     agreed_exit(2)
 
 

@@ -39,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--plot", metavar="PNG", help="also plot each variant's ratio to its own raw baseline"
     )
+    bench.add_argument(
+        "--model",
+        choices=("collectives", "cnn"),
+        default="collectives",
+        help="cnn: the JAX CNN's training step split into its parts (needs the [jax] extra)",
+    )
     commands.add_parser(
         "run",
         help="run a script, aborting the job if any rank fails (= python -m mwms_mpi.run)",
@@ -67,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mwms_mpi.cli import info
 
         return info.main(as_json=options.json)
+    if options.command == "bench" and options.model == "cnn":
+        from mwms_mpi.cli import bench_cnn
+
+        return bench_cnn.run(steps=40 if options.quick else 400, json_only=options.json_only)
     if options.command == "bench":
         from mwms_mpi.cli import bench
 

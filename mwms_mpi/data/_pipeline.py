@@ -33,6 +33,17 @@ class Node:
     def iterate(self, peek: bool = False) -> Iterator[Any]:
         raise NotImplementedError
 
+    def row_source(self, peek: bool = False) -> tuple[Any, Iterator[int]] | None:
+        """``(element, row indices)`` when what ``iterate`` yields is exactly those rows of one
+        batched ``element`` (``from_tensor_slices``, possibly shuffled), else None.
+
+        Lets ``Batch`` gather a whole batch with one fancy index per component instead of
+        copying each row and stacking them: the per-row Python work was most of the input
+        pipeline's time in a training step. Called where ``iterate`` would be, with the same
+        side effects (a shuffle's epoch count), so the two orders are the same.
+        """
+        return None
+
     def with_input(self, node: Node) -> Node:
         """A copy of this node reading from ``node`` (for pipeline rewrites)."""
         clone = copy.copy(self)
@@ -62,6 +73,11 @@ class TensorSlices(Node):
     def iterate(self, peek: bool = False) -> Iterator[Any]:
         for index in range(self.size):
             yield _structure.row(self.element, index)
+
+    def row_source(self, peek: bool = False) -> tuple[Any, Iterator[int]] | None:
+        if not all(type(a) is np.ndarray for a in nest.flatten(self.element)):
+            return None  # numpy's fancy index only; other arrays take the row path
+        return self.element, iter(range(self.size))
 
 
 class Tensors(Node):
@@ -113,6 +129,10 @@ class Batch(Node):
         return n // self.batch_size + (0 if self.drop_remainder or n % self.batch_size == 0 else 1)
 
     def iterate(self, peek: bool = False) -> Iterator[Any]:
+        source = self.inputs[0].row_source(peek)
+        if source is not None:
+            yield from self._gathered(*source)
+            return
         pending: list[Any] = []
         for element in self.inputs[0].iterate(peek):
             pending.append(element)
@@ -121,6 +141,18 @@ class Batch(Node):
                 pending = []
         if pending and not self.drop_remainder:
             yield _structure.stack(pending)
+
+    def _gathered(self, element: Any, indices: Iterator[int]) -> Iterator[Any]:
+        """The batches of rows ``indices`` of ``element``: what stacking those rows gives (fresh
+        arrays, same dtypes and shapes), one fancy index per component."""
+        pending: list[int] = []
+        for index in indices:
+            pending.append(index)
+            if len(pending) == self.batch_size:
+                yield _structure.gather(element, pending)
+                pending = []
+        if pending and not self.drop_remainder:
+            yield _structure.gather(element, pending)
 
 
 class Unbatch(Node):
@@ -270,35 +302,6 @@ class Repeat(Node):
             if not produced:  # an empty input repeated forever is empty, as in TF
                 return
             epoch += 1
-
-
-class Shuffle(Node):
-    preserves_batch = True
-
-    def __init__(self, node: Node, buffer_size: int, seed: int, reshuffle: bool) -> None:
-        self.inputs = (node,)
-        self.buffer_size = buffer_size  # UNKNOWN: the whole input
-        self.seed = seed
-        self.reshuffle = reshuffle
-        self.epochs = 0
-
-    def iterate(self, peek: bool = False) -> Iterator[Any]:
-        epoch = self.epochs if self.reshuffle else 0
-        if self.reshuffle and not peek:
-            self.epochs += 1
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
-        buffer: list[Any] = []
-        for element in self.inputs[0].iterate(peek):
-            if self.buffer_size != UNKNOWN and len(buffer) == self.buffer_size:
-                index = int(rng.integers(len(buffer)))
-                yield buffer[index]
-                buffer[index] = element
-            else:
-                buffer.append(element)
-        while buffer:
-            index = int(rng.integers(len(buffer)))
-            buffer[index], buffer[-1] = buffer[-1], buffer[index]
-            yield buffer.pop()
 
 
 class Map(Node):

@@ -84,6 +84,13 @@ def stack(elements: Sequence[Any]) -> Any:
     return nest.pack_sequence_as(elements[0], stacked)
 
 
+def gather(element: Any, indices: Sequence[int]) -> Any:
+    """Rows ``indices`` of every component of a batched element, stacked: fresh arrays equal
+    to ``stack([row(element, i) for i in indices])``, made by one fancy index each."""
+    where = np.asarray(indices, dtype=np.intp)
+    return nest.map_structure(lambda a: a[where], element)
+
+
 def row(element: Any, index: int) -> Any:
     """Row ``index`` of every component of a batched element (fresh arrays, 0-d for scalars)."""
     return nest.map_structure(lambda a: a[index, ...].copy(), element)

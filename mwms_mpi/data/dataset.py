@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors, nest
-from mwms_mpi.data import _pipeline, _structure
+from mwms_mpi.data import _pipeline, _shuffle, _structure
 from mwms_mpi.data.options import Options
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "OwnedIterator"]
@@ -307,7 +307,7 @@ class Dataset:
         else:
             seed = _int_arg(seed, "ShuffleDatasetV3")
         reshuffle = True if reshuffle_each_iteration is None else bool(reshuffle_each_iteration)
-        return self._then(_pipeline.Shuffle(self._node, size, seed, reshuffle))
+        return self._then(_shuffle.Shuffle(self._node, size, seed, reshuffle))
 
     def map(
         self,

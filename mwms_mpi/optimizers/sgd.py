@@ -46,12 +46,12 @@ class SGD(Optimizer):
             indices, values = sparse
             return var.assign(_sparse.scatter_added(var.read_value(), indices, -(values * lr)))
         grad = dense_grad(grad, dtype)  # numpy or CuPy: the step runs where the variable lives
-        if not slots:
-            return var.assign_sub(lr * grad)
+        if not slots:  # read_value=False: nothing reads what these assigns return
+            return var.assign_sub(lr * grad, read_value=False)
         (m,) = slots
         momentum = dtype.type(np.float32(self.momentum))  # Keras's cast goes through float32
         m_new = m.read_value() * momentum - grad * lr
-        m.assign(m_new)
+        m.assign(m_new, read_value=False)
         if self.nesterov:
-            return var.assign_add(m_new * momentum - grad * lr)
-        return var.assign_add(m_new)
+            return var.assign_add(m_new * momentum - grad * lr, read_value=False)
+        return var.assign_add(m_new, read_value=False)

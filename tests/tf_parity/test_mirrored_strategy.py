@@ -327,9 +327,6 @@ SCENARIOS: Scenarios = {
     "SyncOnReadVariableAssignTest.testAssignReplicaLocalVarMeanAggregation": sync_on_read_mean,
 }
 
-FAILING = _configs.failing_in(
-    {
-    }
-)
+FAILING = _configs.failing_in({})
 
 test_m2, test_mwms = parity_tests(SCENARIOS, __file__, FAILING)

@@ -73,7 +73,7 @@ def test_make_demo_takes_np() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert " -n 2 " in done.stdout and "train_digits.py" in done.stdout, done.stdout
+    assert " -n 2 " in done.stdout and "train_digits_cnn.py" in done.stdout, done.stdout
 
 
 def test_license_file_matches_the_metadata() -> None:
