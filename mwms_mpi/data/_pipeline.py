@@ -46,8 +46,12 @@ class Node:
 
     def with_input(self, node: Node) -> Node:
         """A copy of this node reading from ``node`` (for pipeline rewrites)."""
+        return self.with_inputs((node,))
+
+    def with_inputs(self, nodes: tuple[Node, ...]) -> Node:
+        """A copy of this node reading from ``nodes`` (a zip or a concatenation has several)."""
         clone = copy.copy(self)
-        clone.inputs = (node,)
+        clone.inputs = nodes
         return clone
 
 
@@ -447,15 +451,17 @@ def _stack_rows(rows: list[Any], spec: Any) -> Any:
     return nest.map_structure(lambda s: np.zeros((0, *s.shape[1:]), s.dtype), spec)
 
 
-def _probe(spec: Any, unknown: int) -> Any:
+def _probe(spec: Any, unknown: int, fill: int = 0) -> Any:
     return nest.map_structure(
-        lambda s: np.zeros([unknown if d is None else d for d in s.shape], s.dtype), spec
+        lambda s: np.full([unknown if d is None else d for d in s.shape], fill, s.dtype), spec
     )
 
 
 def _infer_spec(node: Map) -> Any:
-    """A map's output spec: the function run on zero-filled inputs (twice, with different sizes
-    for unknown dims, which then stay unknown); on a probe failure, on the first real element."""
+    """A map's output spec: the function run on zero-filled inputs, then on inputs of other
+    sizes for unknown dims and filled with ones (a dim that differs stays unknown: TF's traced
+    shape of ``range(offset, offset + size)`` is unknown, a zeros probe alone would say 0); on a
+    probe failure, on the first real element."""
     in_spec = node.inputs[0].element_spec()
     has_unknown = any(None in s.shape for s in nest.flatten(in_spec))
     try:
@@ -463,6 +469,12 @@ def _infer_spec(node: Map) -> Any:
             spec = _structure.spec_of(node.call(_probe(in_spec, 2)))
             if has_unknown:
                 spec = _structure.relax(spec, _structure.spec_of(node.call(_probe(in_spec, 3))))
+            try:  # a function the ones cannot go through keeps the zeros' spec
+                ones = _structure.spec_of(node.call(_probe(in_spec, 2, fill=1)))
+            except Exception:
+                ones = spec
+            if ones != spec:
+                spec = _structure.relax(spec, ones)
         return spec
     except Exception:  # the function cannot take zeros: use the first real element
         for element in node.iterate(peek=True):

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors, nest
-from mwms_mpi.data import _pipeline, _shuffle, _structure
+from mwms_mpi.data import _combine, _pipeline, _shuffle, _structure
 from mwms_mpi.data.options import Options
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "OwnedIterator"]
@@ -152,6 +152,30 @@ class Dataset:
         if step == 0:
             raise _invalid("RangeDataset", "step must be a non-zero integer.")
         return Dataset(_pipeline.Range(start, stop, step, np.dtype(output_type)))
+
+    @staticmethod
+    def zip(*args: Any, datasets: Any = None, name: str | None = None) -> Dataset:
+        """Zips datasets (``zip(a, b)``, or one nested structure: ``zip((a, (b, c)))``): each
+        element is the inputs' elements in that structure, until the shortest input ends.
+
+        Raises:
+          TypeError: no dataset, both ``*args`` and ``datasets``, a list, a leaf not a dataset.
+        """
+        del name
+        structure = _combine.zip_structure(args, datasets)
+        flat = _combine.flatten_datasets(structure, Dataset)
+        node = _combine.Zip(structure, [d._node for d in flat])
+        return Dataset(node, _combine.merged_options(flat))
+
+    def concatenate(self, dataset: Dataset, name: str | None = None) -> Dataset:
+        """This dataset's elements, then ``dataset``'s (their common, most specific spec).
+
+        Raises:
+          TypeError: the element structures, dtypes or ranks differ.
+        """
+        del name
+        node = _combine.Concatenate(self._node, dataset._node)
+        return Dataset(node, _combine.merged_options([self, dataset]))
 
     # Transformations.
 

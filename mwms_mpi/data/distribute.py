@@ -102,10 +102,11 @@ def _rewrite_rebatches(node: _pipeline.Node, num_replicas: int) -> _pipeline.Nod
     """The pipeline with every ``rebatch`` replaced by a legacy rebatch over ``num_replicas``."""
     if not node.inputs:
         return node
-    upstream = _rewrite_rebatches(node.inputs[0], num_replicas)
+    upstream = tuple(_rewrite_rebatches(n, num_replicas) for n in node.inputs)
     if isinstance(node, _pipeline.Rebatch):
-        return _pipeline.LegacyRebatch(upstream, num_replicas)
-    return node if upstream is node.inputs[0] else node.with_input(upstream)
+        return _pipeline.LegacyRebatch(upstream[0], num_replicas)
+    unchanged = all(new is old for new, old in zip(upstream, node.inputs, strict=True))
+    return node if unchanged else node.with_inputs(upstream)
 
 
 def auto_shard_dataset(

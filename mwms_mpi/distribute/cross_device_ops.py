@@ -87,7 +87,7 @@ def reduce_non_distributed_value(
             "You are passing a `DistributedValues` to `reduce_non_distributed_value`, which is "
             "not allowed."
         )
-    if is_foreign_array(value):  # another library's array: results are numpy (or CuPy)
+    if type(value) is not np.ndarray and is_foreign_array(value):  # results are numpy (CuPy)
         value = as_array(value)
     if not is_tensor(value) and np.all(np.asarray(value == 0)):
         return np.zeros(value.shape, dtype=value.dtype)

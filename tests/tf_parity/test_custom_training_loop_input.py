@@ -366,10 +366,6 @@ SCENARIOS: Scenarios = {
     "InputIterationTest.testDatasetOutOfRange": dataset_out_of_range,
 }
 
-FAILING = {
-    "InputIterationTest.testDynamicShapesWithFirstReplicaNotMaximumShape": (
-        "mwms_mpi.data.Dataset has no concatenate (AttributeError; TF: [1.5, 2.0] on M2)"
-    ),
-}
+FAILING: dict[str, str] = {}
 
 test_m2, test_mwms = parity_tests(SCENARIOS, __file__, FAILING)

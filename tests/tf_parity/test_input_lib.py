@@ -450,19 +450,14 @@ SCENARIOS: Scenarios = {
     ),
 }
 
-_NO_ZIP = "mwms_mpi.data.Dataset has no zip (AttributeError; TF iterates the zipped dataset)"
 _M2_PER_WORKER = (
     "M2 distribute_datasets_from_function with explicit PER_WORKER InputOptions: TF 2.21 gives "
     "replica 1 the first row of pipeline 1 ([2, 4, 6, 8, 10]); mwms_mpi gives it the second "
     "row of the one pipeline ([6, 7, 8, 9, 10])"
 )
-ALL = ("M2", "n1", "n2", "n4")
 
 FAILING = _configs.failing_in(
     {
-        "DistributedIteratorTest.testTupleDataset": (ALL, _NO_ZIP),
-        "DistributedIteratorTest.testTupleDatasetMultiworker": (ALL, _NO_ZIP),
-        "DistributedIteratorTest.testMWMSPartialBatchWithLegacyRebatch": (ALL, _NO_ZIP),
         "DistributedIteratorPerDeviceTest.testPrefetchBufferSizeInputOptions": (
             ("M2",),
             _M2_PER_WORKER,

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from mwms_mpi import errors
+from mwms_mpi import data, errors
 from mwms_mpi.data import (
     INFINITE_CARDINALITY,
     UNKNOWN_CARDINALITY,
@@ -450,3 +450,31 @@ def test_iterator_get_next() -> None:
     assert int(it.get_next()) == 0
     with pytest.raises(errors.OutOfRangeError):
         it.get_next()
+
+
+def test_zip_and_concatenate_as_tf() -> None:
+    # TF 2.21: zip stops at the shortest input, in the structure given; concatenate needs one
+    # element structure and dtype (TypeError "Incompatible dataset elements" otherwise)
+    a, b = data.Dataset.range(3), data.Dataset.from_tensor_slices(np.arange(10, 15))
+    zipped = data.Dataset.zip({"x": a, "y": (b, a)})
+    assert int(zipped.cardinality()) == 3
+    first = next(iter(zipped))
+    assert (int(first["x"]), int(first["y"][0]), int(first["y"][1])) == (0, 10, 0)
+    assert int(data.Dataset.zip(a, b.repeat()).cardinality()) == 3
+    both = a.concatenate(data.Dataset.range(5, 7))
+    assert [int(v) for v in both] == [0, 1, 2, 5, 6] and int(both.cardinality()) == 5
+    with pytest.raises(TypeError, match="Incompatible dataset elements"):
+        a.concatenate(data.Dataset.from_tensor_slices(np.ones((2, 2), np.float32)))
+    with pytest.raises(TypeError, match="Python `list` is not supported"):
+        data.Dataset.zip([a, b])
+    with pytest.raises(TypeError, match="at least one dataset"):
+        data.Dataset.zip()
+
+
+def test_a_map_whose_output_size_depends_on_values_has_an_unknown_dim() -> None:
+    # TF traces range(offset, offset + size) to an unknown length; a zeros probe alone said 0
+    pairs = data.Dataset.zip(
+        (data.Dataset.from_tensor_slices([0, 8]), data.Dataset.from_tensor_slices([8, 4]))
+    )
+    mapped = pairs.map(lambda offset, size: np.arange(offset, offset + size))
+    assert mapped.element_spec.shape == (None,)
