@@ -214,121 +214,162 @@ def main(argv: list[str] | None = None) -> int:
     kind = "GPU" if args.device == "gpu" else "CPU"
     resolver = MPIClusterResolver(num_accelerators={kind: args.replicas_per_worker})
     strategy = distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
-    chief = strategy.extended.should_checkpoint
-    directory = args.checkpoint_dir or _new_checkpoint_dir(strategy)
     config = {"layers": list(LAYERS), **{k: getattr(args, k) for k in MODEL_OPTIONS}}
-    resuming = _check_resume(strategy, args, directory, config)
     x_train, y_train, x_test, y_test = load_digits(dtype, args.seed)
+    initial = {k: xp.asarray(v) for k, v in initial_weights(dtype, args.seed).items()}
 
-    with strategy.scope():
-        params = {
-            k: mwms_mpi.Variable(xp.asarray(v), name=k)
-            for k, v in initial_weights(dtype, args.seed).items()
-        }
-        optimizer: optimizers.Optimizer = (
-            optimizers.SGD(args.learning_rate, momentum=0.9)
-            if args.optimizer == "sgd"
-            else optimizers.Adam(args.learning_rate)
-        )
-        optimizer.build(list(params.values()))
-        epoch = mwms_mpi.Variable(np.int64(0), trainable=False, name="epoch")
-        step_in_epoch = mwms_mpi.Variable(np.int64(0), trainable=False, name="step_in_epoch")
-        # The epoch's running sums, on every replica (SyncOnRead): checkpointed with the model,
-        # so an epoch resumed in its middle reports what the uninterrupted epoch reports.
-        epoch_loss = metrics.Sum(name="epoch_loss", dtype=dtype.name)
-        epoch_correct = metrics.Sum(name="epoch_correct", dtype=dtype.name)
-        checkpoint = train.Checkpoint(
-            params=params,
-            optimizer=optimizer,
-            epoch=epoch,
-            step_in_epoch=step_in_epoch,
-            epoch_loss=epoch_loss,
-            epoch_correct=epoch_correct,
-        )
-        manager = train.CheckpointManager(checkpoint, directory, max_to_keep=3)
-        if chief and not resuming:
-            _write_config(directory, config)
+    def forward_backward_step(values: dict[str, Any], x: Any, y: Any) -> Any:
+        return forward_backward(values, x, y, args.global_batch, xp)
 
-        def exit_after_preemption() -> None:
-            if chief:
-                print(
-                    f"preempted: saved {manager.latest_checkpoint} at epoch "
-                    f"{int(epoch.numpy())}, step {int(step_in_epoch.numpy())}; run again "
-                    f"with --resume --checkpoint-dir {directory} to continue",
-                    flush=True,
-                )
-            sys.exit(RESTART_CODE)
+    def accuracy(params: dict[str, Any], names: list[str]) -> float:
+        return _accuracy(params, names, x_test, y_test)
 
-        # Restores the latest checkpoint, if any; saves and exits when any worker gets SIGTERM.
-        handler = distribute.experimental.PreemptionCheckpointHandler(
-            strategy.cluster_resolver,
-            manager,
-            termination_config=distribute.experimental.TerminationConfig(
-                exit_fn=exit_after_preemption
-            ),
-        )
-    if chief:
-        print(f"checkpoints: {directory}", flush=True)
-        if resuming:
+    job = Job(args, strategy, config, initial, (x_train, y_train))
+    return job.train(forward_backward_step, accuracy, loss_format=".4f")
+
+
+class Job:
+    """One training run of a digits model, whatever computes its passes (this script's numpy
+    MLP, or ``train_digits_cnn.py``'s JAX CNN): the variables, optimizer, epoch metrics and
+    checkpoint made in the scope, resuming, preemption (``PreemptionCheckpointHandler``, exit
+    42), the epoch loop over the distributed dataset, the printout and ``--dump``.
+
+    Args:
+      args: the parsed options (``parse_args``).
+      strategy: the ``MultiWorkerMirroredStrategy``.
+      config: the model options a checkpoint resumes only under (``train_digits.json``).
+      initial: each variable's initial value, by name.
+      train_data: ``(x_train, y_train)``.
+    """
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        strategy: Any,
+        config: dict[str, Any],
+        initial: dict[str, Any],
+        train_data: tuple[np.ndarray, np.ndarray],
+    ) -> None:
+        self.args, self.strategy, self.train_data = args, strategy, train_data
+        self.chief = strategy.extended.should_checkpoint
+        self.directory = args.checkpoint_dir or _new_checkpoint_dir(strategy)
+        self.resuming = _check_resume(strategy, args, self.directory, config)
+        with strategy.scope():
+            self.params = {k: mwms_mpi.Variable(v, name=k) for k, v in initial.items()}
+            self.optimizer: optimizers.Optimizer = (
+                optimizers.SGD(args.learning_rate, momentum=0.9)
+                if args.optimizer == "sgd"
+                else optimizers.Adam(args.learning_rate)
+            )
+            self.optimizer.build(list(self.params.values()))
+            self.epoch = mwms_mpi.Variable(np.int64(0), trainable=False, name="epoch")
+            self.step_in_epoch = mwms_mpi.Variable(
+                np.int64(0), trainable=False, name="step_in_epoch"
+            )
+            # The epoch's running sums, on every replica (SyncOnRead): checkpointed with the
+            # model, so an epoch resumed in its middle reports what the uninterrupted one does.
+            self.epoch_loss = metrics.Sum(name="epoch_loss", dtype=np.dtype(args.dtype).name)
+            self.epoch_correct = metrics.Sum(name="epoch_correct", dtype=np.dtype(args.dtype).name)
+            checkpoint = train.Checkpoint(
+                params=self.params,
+                optimizer=self.optimizer,
+                epoch=self.epoch,
+                step_in_epoch=self.step_in_epoch,
+                epoch_loss=self.epoch_loss,
+                epoch_correct=self.epoch_correct,
+            )
+            self.manager = train.CheckpointManager(checkpoint, self.directory, max_to_keep=3)
+            if self.chief and not self.resuming:
+                _write_config(self.directory, config)
+            # Restores the latest checkpoint, if any; saves and exits when a worker gets SIGTERM.
+            self.handler = distribute.experimental.PreemptionCheckpointHandler(
+                strategy.cluster_resolver,
+                self.manager,
+                termination_config=distribute.experimental.TerminationConfig(
+                    exit_fn=self._exit_after_preemption
+                ),
+            )
+
+    def _where(self) -> str:
+        return f"epoch {int(self.epoch.numpy())}, step {int(self.step_in_epoch.numpy())}"
+
+    def _exit_after_preemption(self) -> None:
+        if self.chief:
             print(
-                f"resumed from {manager.latest_checkpoint} at epoch {int(epoch.numpy())}, "
-                f"step {int(step_in_epoch.numpy())}",
+                f"preempted: saved {self.manager.latest_checkpoint} at {self._where()}; run "
+                f"again with --resume --checkpoint-dir {self.directory} to continue",
                 flush=True,
             )
-        elif args.resume:
-            print(f"no checkpoint in {directory}: starting from scratch", flush=True)
-    names = sorted(params)
+        sys.exit(RESTART_CODE)
 
-    def step(x: Any, y: Any) -> None:
-        values = {k: params[k].read_value() for k in names}  # this replica's, on its device
-        loss, correct, grads = forward_backward(values, x, y, args.global_batch, xp)
-        optimizer.apply_gradients([(grads[k], params[k]) for k in names])
-        epoch_loss.update_state(loss)  # this replica's share; summed over replicas when read
-        epoch_correct.update_state(correct)
+    def train(self, forward_backward: Any, accuracy: Any, loss_format: str) -> int:
+        """Trains for ``args.epochs``: ``forward_backward(values, x, y)`` gives a replica's
+        ``(loss, correct, grads)`` from its weights (read without a copy), ``accuracy(params,
+        names)`` the test accuracy; the loss is printed with ``loss_format``."""
+        args, strategy, params = self.args, self.strategy, self.params
+        if self.chief:
+            print(f"checkpoints: {self.directory}", flush=True)
+            if self.resuming:
+                latest = self.manager.latest_checkpoint
+                print(f"resumed from {latest} at {self._where()}", flush=True)
+            elif args.resume:
+                print(f"no checkpoint in {self.directory}: starting from scratch", flush=True)
+        names = sorted(params)
 
-    def distributed_step(x: Any, y: Any) -> None:
-        strategy.run(step, args=(x, y))
+        def step(x: Any, y: Any) -> None:
+            # this replica's weights, read without a copy (read-only, copy-on-write)
+            values = {k: params[k].read_only_value() for k in names}
+            loss, correct, grads = forward_backward(values, x, y)
+            self.optimizer.apply_gradients([(grads[k], params[k]) for k in names])
+            self.epoch_loss.update_state(loss)  # this replica's share; summed when read
+            self.epoch_correct.update_state(correct)
 
-    dumps: list[np.ndarray] = []
-    steps_per_epoch = -(-len(x_train) // args.global_batch)
-    try:  # the weights so far are written even when a preemption ends the run
-        while int(epoch.numpy()) < args.epochs:
-            first = int(step_in_epoch.numpy())  # > 0 when resuming in the middle of an epoch
-            progress = _progress(chief and not args.quiet, steps_per_epoch, int(epoch.numpy()))
-            if progress is not None:
-                progress.update(first)
-            batches = _epoch_batches(x_train, y_train, args, int(epoch.numpy())).skip(first)
-            for x, y in strategy.experimental_distribute_dataset(batches):
-                handler.run(distributed_step, x, y)
-                step_in_epoch.assign_add(np.int64(1))
-                if args.dump is not None:
-                    dumps.append(_all_replica_weights(strategy, params, names))
+        def distributed_step(x: Any, y: Any) -> None:
+            strategy.run(step, args=(x, y))
+
+        x_train, y_train = self.train_data
+        dumps: list[np.ndarray] = []
+        steps_per_epoch = -(-len(x_train) // args.global_batch)
+        epoch, step_in_epoch = self.epoch, self.step_in_epoch
+        try:  # the weights so far are written even when a preemption ends the run
+            while int(epoch.numpy()) < args.epochs:
+                first = int(step_in_epoch.numpy())  # > 0 when resuming in the middle of an epoch
+                shown = self.chief and not args.quiet
+                progress = _progress(shown, steps_per_epoch, int(epoch.numpy()))
                 if progress is not None:
-                    progress.update(1)
-            if progress is not None:
-                progress.close()
-            # every worker reads the metrics (a collective), then they start the next epoch at 0
-            loss = float(epoch_loss.result()) / steps_per_epoch
-            train_accuracy = float(epoch_correct.result()) / len(x_train)
-            epoch_loss.reset_state()
-            epoch_correct.reset_state()
-            epoch.assign_add(np.int64(1))
-            step_in_epoch.assign(np.int64(0))
-            manager.save()
-            if chief:
-                accuracy = _accuracy(params, names, x_test, y_test)
-                print(
-                    f"epoch {int(epoch.numpy())}: loss {loss:.4f} "
-                    f"train accuracy {train_accuracy:.3f} test accuracy {accuracy:.3f}",
-                    flush=True,
-                )
-    finally:
-        if args.dump is not None:
-            rank = strategy.cluster_resolver.task_id if strategy.cluster_resolver else 0
-            np.save(f"{args.dump}.rank{rank}.npy", np.stack(dumps) if dumps else np.empty(0))
-    if chief:
-        print(f"final test accuracy {_accuracy(params, names, x_test, y_test):.3f}", flush=True)
-    return 0
+                    progress.update(first)
+                batches = _epoch_batches(x_train, y_train, args, int(epoch.numpy())).skip(first)
+                for x, y in strategy.experimental_distribute_dataset(batches):
+                    self.handler.run(distributed_step, x, y)
+                    step_in_epoch.assign_add(np.int64(1))
+                    if args.dump is not None:
+                        dumps.append(_all_replica_weights(strategy, params, names))
+                    if progress is not None:
+                        progress.update(1)
+                if progress is not None:
+                    progress.close()
+                # every worker reads the metrics (a collective), then the next epoch starts at 0
+                loss = float(self.epoch_loss.result()) / steps_per_epoch
+                train_accuracy = float(self.epoch_correct.result()) / len(x_train)
+                self.epoch_loss.reset_state()
+                self.epoch_correct.reset_state()
+                epoch.assign_add(np.int64(1))
+                step_in_epoch.assign(np.int64(0))
+                self.manager.save()
+                if self.chief:
+                    print(
+                        f"epoch {int(epoch.numpy())}: loss {loss:{loss_format}} "
+                        f"train accuracy {train_accuracy:.3f} "
+                        f"test accuracy {accuracy(params, names):.3f}",
+                        flush=True,
+                    )
+        finally:
+            if args.dump is not None:
+                rank = strategy.cluster_resolver.task_id if strategy.cluster_resolver else 0
+                np.save(f"{args.dump}.rank{rank}.npy", np.stack(dumps) if dumps else np.empty(0))
+        if self.chief:
+            print(f"final test accuracy {accuracy(params, names):.3f}", flush=True)
+        return 0
 
 
 def _epoch_batches(x: np.ndarray, y: np.ndarray, args: argparse.Namespace, epoch: int) -> Any:

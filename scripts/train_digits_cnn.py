@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_digits, also u
 import train_digits as base
 
 import mwms_mpi
-from mwms_mpi import distribute, metrics, optimizers, train
+from mwms_mpi import distribute
 from mwms_mpi.distribute.cluster_resolver import MPIClusterResolver
 
 RESTART_CODE = base.RESTART_CODE
@@ -132,125 +132,20 @@ def main(argv: list[str] | None = None) -> int:
     dtype = np.dtype(args.dtype)
     resolver = MPIClusterResolver(num_accelerators={"CPU": args.replicas_per_worker})
     strategy = distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
-    chief = strategy.extended.should_checkpoint
-    directory = args.checkpoint_dir or base._new_checkpoint_dir(strategy)
     config = {"model": "cnn", **{k: getattr(args, k) for k in MODEL_OPTIONS}}
-    resuming = base._check_resume(strategy, args, directory, config)
     x_train, y_train, x_test, y_test = (
         a.reshape(-1, 8, 8, 1) if a.ndim == 2 else a for a in base.load_digits(dtype, args.seed)
     )
     logits_fn, loss_and_grads = make_model(args.channels, args.global_batch)
 
-    with strategy.scope():
-        params = {
-            k: mwms_mpi.Variable(v, name=k)
-            for k, v in initial_weights(dtype, args.seed, args.channels).items()
-        }
-        optimizer: optimizers.Optimizer = (
-            optimizers.SGD(args.learning_rate, momentum=0.9)
-            if args.optimizer == "sgd"
-            else optimizers.Adam(args.learning_rate)
-        )
-        optimizer.build(list(params.values()))
-        epoch = mwms_mpi.Variable(np.int64(0), trainable=False, name="epoch")
-        step_in_epoch = mwms_mpi.Variable(np.int64(0), trainable=False, name="step_in_epoch")
-        epoch_loss = metrics.Sum(name="epoch_loss", dtype=dtype.name)
-        epoch_correct = metrics.Sum(name="epoch_correct", dtype=dtype.name)
-        checkpoint = train.Checkpoint(
-            params=params,
-            optimizer=optimizer,
-            epoch=epoch,
-            step_in_epoch=step_in_epoch,
-            epoch_loss=epoch_loss,
-            epoch_correct=epoch_correct,
-        )
-        manager = train.CheckpointManager(checkpoint, directory, max_to_keep=3)
-        if chief and not resuming:
-            base._write_config(directory, config)
-
-        def exit_after_preemption() -> None:
-            if chief:
-                print(
-                    f"preempted: saved {manager.latest_checkpoint} at epoch "
-                    f"{int(epoch.numpy())}, step {int(step_in_epoch.numpy())}; run again "
-                    f"with --resume --checkpoint-dir {directory} to continue",
-                    flush=True,
-                )
-            sys.exit(RESTART_CODE)
-
-        handler = distribute.experimental.PreemptionCheckpointHandler(
-            strategy.cluster_resolver,
-            manager,
-            termination_config=distribute.experimental.TerminationConfig(
-                exit_fn=exit_after_preemption
-            ),
-        )
-    if chief:
-        print(f"checkpoints: {directory}", flush=True)
-        if resuming:
-            print(
-                f"resumed from {manager.latest_checkpoint} at epoch {int(epoch.numpy())}, "
-                f"step {int(step_in_epoch.numpy())}",
-                flush=True,
-            )
-        elif args.resume:
-            print(f"no checkpoint in {directory}: starting from scratch", flush=True)
-    names = sorted(params)
-
-    def step(x: Any, y: Any) -> None:
-        # this replica's weights, read without a copy (read-only, copy-on-write); JAX arrays go
-        # back into the TF API as they are
-        values = {k: params[k].read_only_value() for k in names}
-        loss, correct, grads = loss_and_grads(values, x, y)
-        optimizer.apply_gradients([(grads[k], params[k]) for k in names])
-        epoch_loss.update_state(loss)  # this replica's share; summed when read
-        epoch_correct.update_state(correct)
-
-    def distributed_step(x: Any, y: Any) -> None:
-        strategy.run(step, args=(x, y))
-
-    def accuracy() -> float:
+    def accuracy(params: dict[str, Any], names: list[str]) -> float:
         weights = {k: params[k].numpy() for k in names}
         return float((np.asarray(logits_fn(weights, x_test)).argmax(1) == y_test).mean())
 
-    dumps: list[np.ndarray] = []
-    steps_per_epoch = -(-len(x_train) // args.global_batch)
-    try:  # the weights so far are written even when a preemption ends the run
-        while int(epoch.numpy()) < args.epochs:
-            first = int(step_in_epoch.numpy())  # > 0 when resuming in the middle of an epoch
-            progress = base._progress(chief and not args.quiet, steps_per_epoch, int(epoch.numpy()))
-            if progress is not None:
-                progress.update(first)
-            batches = base._epoch_batches(x_train, y_train, args, int(epoch.numpy())).skip(first)
-            for x, y in strategy.experimental_distribute_dataset(batches):
-                handler.run(distributed_step, x, y)
-                step_in_epoch.assign_add(np.int64(1))
-                if args.dump is not None:
-                    dumps.append(base._all_replica_weights(strategy, params, names))
-                if progress is not None:
-                    progress.update(1)
-            if progress is not None:
-                progress.close()
-            loss = float(epoch_loss.result()) / steps_per_epoch
-            train_accuracy = float(epoch_correct.result()) / len(x_train)
-            epoch_loss.reset_state()
-            epoch_correct.reset_state()
-            epoch.assign_add(np.int64(1))
-            step_in_epoch.assign(np.int64(0))
-            manager.save()
-            if chief:
-                print(
-                    f"epoch {int(epoch.numpy())}: loss {loss:.8f} "
-                    f"train accuracy {train_accuracy:.3f} test accuracy {accuracy():.3f}",
-                    flush=True,
-                )
-    finally:
-        if args.dump is not None:
-            rank = strategy.cluster_resolver.task_id if strategy.cluster_resolver else 0
-            np.save(f"{args.dump}.rank{rank}.npy", np.stack(dumps) if dumps else np.empty(0))
-    if chief:
-        print(f"final test accuracy {accuracy():.3f}", flush=True)
-    return 0
+    initial = initial_weights(dtype, args.seed, args.channels)
+    job = base.Job(args, strategy, config, initial, (x_train, y_train))
+    # JAX's loss, count and gradients go into the TF API as they are
+    return job.train(loss_and_grads, accuracy, loss_format=".8f")
 
 
 if __name__ == "__main__":
