@@ -65,13 +65,21 @@ class DistributedIteratorV1:
         return self._iterator.element_spec
 
     def initialize(self) -> None:
-        """Eager iterators need no initializer: returns ``None``, as TF does eagerly."""
+        """Restarts the iteration from the dataset's beginning and returns ``None``, as TF's
+        eager ``DistributedIteratorV1.initialize`` does (it recreates each worker's iterator
+        and groups no ops)."""
         warn_once("DistributedIteratorV1.initialize", "the iterator's initializer property")
+        self._restart()
 
     @property
     def initializer(self) -> None:
-        """``None`` eagerly (TF 1.x graph mode would return an op)."""
+        """Restarts the iteration too, and is ``None`` (TF eagerly: an empty group of the
+        recreated iterators' initializers)."""
+        self._restart()
         return None
+
+    def _restart(self) -> None:
+        self._iterator = iter(self._dataset)
 
 
 def numpy_dataset(numpy_input: Any) -> Dataset:

@@ -135,7 +135,8 @@ def call_for_each_replica(
       device: replica i's device scope (its GPU made current in its thread), or ``None``.
 
     Returns:
-      The regrouped results: a plain value for one replica, else ``PerReplica`` leaves.
+      The regrouped results: ``PerReplica`` leaves for several replicas; for one, the values
+      themselves (a component variable: its distributed variable).
 
     Raises:
       RuntimeError: if replicas called ``merge_call`` a different number of times.
@@ -143,7 +144,10 @@ def call_for_each_replica(
     """
     if len(contexts) == 1:
         with contexts[0]:
-            return fn(*select_replica(0, args), **select_replica(0, kwargs))
+            result = fn(*select_replica(0, args), **select_replica(0, kwargs))
+        # regrouped as TF regroups one replica's results: a component variable comes back as
+        # its distributed variable (value_container), everything else as it is
+        return regroup((result,))
     coord = _Coordinator()
     threads = [
         _ReplicaThread(

@@ -21,7 +21,6 @@ import numpy as np
 
 from mwms_mpi import _context
 from mwms_mpi.collective.call_context import api_call
-from mwms_mpi.types import VariableAggregation
 from mwms_mpi.values import select_replica
 from mwms_mpi.values.aggregation import check_mean_dtype
 from mwms_mpi.values.distributed_variable import (
@@ -115,22 +114,12 @@ def validate_colocate_distributed_variable(v: Any, extended: Any) -> None:
 
 def read_var(v: Any) -> Any:
     """``extended.read_var``: the cross-replica value of a variable, as TF's
-    ``MirroredExtended.read_var`` gives it.
-
-    A sync-on-read variable is TF's ``_get_cross_replica``, ``strategy.reduce`` of the variable:
-    ONLY_FIRST_REPLICA gives its first component (the variable itself), and so does MEAN with
-    one replica in all (TF's one-replica short-circuit of ``reduce``); otherwise the aggregated
-    value, through the variable's own agreed read (the same purpose as ``read_value``, so ranks
-    reading it either way agree). Any other variable: a fresh array of its value.
+    ``MirroredExtended.read_var`` gives it: a sync-on-read variable's ``_get_cross_replica``
+    (its agreed aggregated read, or the first component for ONLY_FIRST_REPLICA and one-replica
+    MEAN, as TF's), any other variable's value as a fresh array.
     """
     if isinstance(v, SyncOnReadVariable):
-        aggregation = v.aggregation
-        if aggregation == VariableAggregation.ONLY_FIRST_REPLICA or (
-            aggregation == VariableAggregation.MEAN
-            and v.distribute_strategy.num_replicas_in_sync == 1
-        ):
-            return v.values[0]
-        return v.read_value()
+        return v._get_cross_replica()
     if isinstance(v, Variable):
         return v.read_value()
     return v

@@ -310,15 +310,19 @@ class SyncOnReadVariable(DistributedVariable):
             return super()._get()
 
     def _get_cross_replica(self) -> Any:
-        """Aggregates every replica of every worker (a collective), except ONLY_FIRST_REPLICA.
+        """Aggregates every replica of every worker (a collective), as TF's ``strategy.reduce``
+        of the variable: ONLY_FIRST_REPLICA, and MEAN with one replica in all (TF's one-replica
+        short-circuit), give the first component itself.
 
         Raises:
           ValueError: for aggregation NONE (``ReduceOp.from_variable_aggregation``).
         """
-        if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA:
+        strategy = self._distribute_strategy
+        if self._aggregation == VariableAggregation.ONLY_FIRST_REPLICA or (
+            self._aggregation == VariableAggregation.MEAN and strategy.num_replicas_in_sync == 1
+        ):
             return self._get_replica(0)
         reduce_op = ReduceOp.from_variable_aggregation(self._aggregation)  # NONE: here, alone
-        strategy = self._distribute_strategy
         what = agg.purpose(self, "SyncOnRead read")
         comm = agg.communicator_of(strategy)
         with (

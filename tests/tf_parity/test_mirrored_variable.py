@@ -363,12 +363,6 @@ FAILING = _configs.failing_in(
             "replicas creating variables of different names get one MirroredVariable "
             "(TF: RuntimeError)",
         ),
-        _T + "testSyncOnReadVariable": (
-            ("n1", "n2", "n4"),
-            "the regrouped ``_get()`` components of an ON_READ variable are not the variable "
-            "(TF: regroup recovers it); at one worker read_var/_get of MEAN is a Tensor "
-            "(TF: the component Variable)",
-        ),
         _T + "testVariableWithSameCanonicalNameAcrossThreads": (
             ("n2", "n4"),
             "workers naming a variable differently raise InvalidArgumentError "

@@ -260,10 +260,6 @@ SCENARIOS = {
     "TwoDeviceDistributionTestBase._test_all_reduce_mean": two_device_all_reduce_mean,
 }
 
-FAILING = {
-    "DistributionTestBase._test_input_fn_iterator": "initialize() of a make_input_fn_iterator "
-    "iterator does not restart it: the second pass is OutOfRangeError at once (TF: the data "
-    "again)",
-}
+FAILING: dict[str, str] = {}
 
 test_m2, test_mwms = parity_tests(SCENARIOS, __file__, FAILING)
