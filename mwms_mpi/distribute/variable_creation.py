@@ -14,6 +14,7 @@ thread owning MPI.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from mwms_mpi import _context
 from mwms_mpi.collective.call_context import api_call
-from mwms_mpi.values import select_replica
+from mwms_mpi.values import PerReplica, select_replica
 from mwms_mpi.values.aggregation import check_mean_dtype
 from mwms_mpi.values.distributed_variable import (
     DistributedVariable,
@@ -40,6 +41,7 @@ def create_variable(
     extended: Any,
     next_creator: Callable[..., Variable],
     broadcast: Callable[[np.ndarray], np.ndarray],
+    refused: Exception | None = None,
     **kwargs: Any,
 ) -> DistributedVariable:
     """Creates a ``MirroredVariable`` or ``SyncOnReadVariable`` for ``extended``'s replicas.
@@ -49,6 +51,8 @@ def create_variable(
       next_creator: makes one plain component from ``Variable`` keyword arguments.
       broadcast: returns the chief's copy of the first replica's initial value (a collective
         for several workers, the identity for one).
+      refused: raised in place of the creation, inside its agreement (so every worker raises):
+        this worker's replicas asked for differently named variables.
       **kwargs: the ``Variable`` constructor's arguments, already checked.
 
     Returns:
@@ -62,7 +66,9 @@ def create_variable(
     if replica_context is not None:
 
         def merge_fn(_: Any, **merged: Any) -> DistributedVariable:
-            return create_variable(extended, next_creator, broadcast, **select_replica(0, merged))
+            refused = _mismatching_name(merged.get("name"))
+            first = select_replica(0, merged)
+            return create_variable(extended, next_creator, broadcast, refused, **first)
 
         return replica_context.merge_call(merge_fn, kwargs=kwargs)
     colocate = getattr(extended, "_colocate_with", None)
@@ -95,9 +101,37 @@ def create_variable(
     # before the broadcast (its initial value failed) is taken into the agreement.
     purpose = f"Variable creation of `{kwargs.get('name') or 'Variable'}`"
     with api_call(extended._communicator, purpose):
+        if refused is not None:
+            raise refused
         return create_mirrored_variable(
             extended._container_strategy(), real_mirrored_creator, **kwargs
         )
+
+
+_UNIQUIFIED = re.compile(r"_\d/")
+_UNIQUIFIED_AT_END = re.compile(r"_\d$")
+
+
+def _canonical_name(name: str | None) -> str:
+    """TF's ``shared_variable_creator._canonicalize_variable_name``: the uniquifying ``_<digit>``
+    suffixes dropped (``foo_1`` is ``foo``)."""
+    if name is None:
+        return "Variable"
+    return _UNIQUIFIED_AT_END.sub("", _UNIQUIFIED.sub("/", name))
+
+
+def _mismatching_name(names: Any) -> RuntimeError | None:
+    """TF's error when the replicas of one worker create a variable under different names
+    (TF's replica 0 makes it and the others look it up by canonical name), else ``None``."""
+    if not isinstance(names, PerReplica):
+        return None
+    first = _canonical_name(names.values[0])
+    for device, name in enumerate(names.values):
+        if _canonical_name(name) != first:
+            return RuntimeError(
+                f"Tried to create variable {name} with mismatching name on device {device}"
+            )
+    return None
 
 
 def validate_colocate_distributed_variable(v: Any, extended: Any) -> None:

@@ -358,15 +358,10 @@ SCENARIOS = {
 
 FAILING = _configs.failing_in(
     {
-        _T + "testNonMatchingVariableCreation": (
-            ("M2",),
-            "replicas creating variables of different names get one MirroredVariable "
-            "(TF: RuntimeError)",
-        ),
         _T + "testVariableWithSameCanonicalNameAcrossThreads": (
             ("n2", "n4"),
-            "workers naming a variable differently raise InvalidArgumentError "
-            "(TF: each worker keeps its own name)",
+            "deliberate: workers naming a variable differently are refused by the agreement "
+            "(InvalidArgumentError on every worker; TF keeps each worker's own name)",
         ),
     }
 )
