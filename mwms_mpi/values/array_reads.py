@@ -5,9 +5,9 @@ writeable array that later updates never change, cast to ``dtype`` when asked; T
 ``np.asarray(v, copy=False)`` (numpy's "Unable to avoid copy" ``ValueError``), and so does this.
 
 ``read_only_value()`` (mwms_mpi's own, no TF counterpart) is the read that does not copy, for
-handing parameters to an autodiff library every step. It follows "results are values"
-(DESIGN §4) by copy-on-write, not by a validity window: the variable's buffer is frozen
-(``writeable=False``) and handed out as a read-only view; the next in-place update
+handing parameters to an autodiff library every step. It follows docs/architecture.md,
+"Results are values", by copy-on-write, not by a validity window: the variable's buffer is
+frozen (``writeable=False``) and handed out as a read-only view; the next in-place update
 (``assign_add``/``assign_sub``) writes a new buffer instead (:func:`update_target`), and
 ``assign``/``scatter_*`` always store a new buffer. What the caller holds therefore never
 changes, and numpy refuses to make it writeable again (its base is not writeable). A read

@@ -77,7 +77,7 @@ class Mirrored(DelegateOperators, DistributedValues):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        return getattr(self._values[0], name)
+        return getattr(self._get(), name)  # the same component the operators use
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         return np.asarray(_arrays.to_host(self._values[0]), dtype=dtype)

@@ -3,9 +3,9 @@
 Every replica applies its own gradient (dense, or ``IndexedSlices`` whose rows repeat within
 and across replicas); the optimizer sums them over every replica of every worker and updates
 every copy alike. The gradients are small multiples of 1/4, so their sum is exact in any order
-(DESIGN §8 "Floating-point order"); the update after it is Keras's arithmetic, which the serial
-reference below restates in numpy, so the variables and slots are compared bit for bit on every
-rank, at any world size and with 1 or 2 replicas per worker.
+(such small dyadic rationals add without rounding); the update after it is Keras's arithmetic,
+which the serial reference below restates in numpy, so the variables and slots are compared
+bit for bit on every rank, at any world size and with 1 or 2 replicas per worker.
 """
 
 from __future__ import annotations
