@@ -60,6 +60,7 @@ def test_under_mpiexec_no_rank_tries_to_abort(tmp_path: Path, bare_python: Path)
     result = run_mpi(2, argv, timeout=60, env={"PYTHONPATH": str(REPO_ROOT)})
     text = result.stdout + result.stderr
     assert result.returncode != 0, result.describe()
-    assert text.count("mwms_mpi cannot run under") == 2, result.describe()  # one per rank
+    # each rank that gets to print says it (prterun may end the job when the first rank exits)
+    assert 1 <= text.count("mwms_mpi cannot run under") <= 2, result.describe()
     assert f"-m mwms_mpi.run {script}" in text, result.describe()
     assert "abort" not in text and "ModuleNotFoundError" not in text, result.describe()
