@@ -5,57 +5,86 @@
 #
 # Here, once:   make device-wheels        (.device/: mpich and pytest-mpi wheels, a trimmed
 #                                         Intel MPI 2021.14.2; about 40 MB, git-ignored)
-# Device tool, two calls (each well inside its 10 minutes; a fresh machine reinstalls in ~30 s):
-#   run(command="bash scripts/gpu/device_run.sh correctness", carry=[".device"], timeout_s=600)
-#   run(command="bash scripts/gpu/device_run.sh bench", carry=[".device"], timeout_s=600)
+# Device tool, one call a phase (a fresh machine reinstalls in ~30 s), e.g.
+#   run(command="bash scripts/gpu/device_run.sh mpich", carry=[".device"], timeout_s=600)
+# and likewise impi, bench, cpu; or, with only ~15 minutes of device time, one call:
+#   run(command="DEADLINE_S=480 bash scripts/gpu/device_run.sh session", carry=[".device"],
+#       timeout_s=560)
 # Here, a rehearsal of every step on the CPU (the fake CuPy; this machine's .venv plays the
 # image's Python; CUDA-awareness is stood in for by MWMS_MPI_CUDA_AWARE=1 under Intel MPI):
 #   bash scripts/gpu/device_run.sh dry-run
 #
-# Phases:
-#   correctness  `make test-gpu` under the mpich wheel (CuPy arrays staged; one rank: NCCL) and
-#                under Intel MPI with I_MPI_OFFLOAD=1 (cuda_mpi), at 1, 2 and 4 ranks, each with
-#                the training tests (train_digits.py --device gpu); `mwms-mpi info` under both.
-#   bench        scripts/bench_gpu.py at 2 ranks under both MPIs and at 1 rank (NCCL), then the
-#                CPU suites (tests/mpi) at 8 and 16 ranks (GPU hidden) and at 2 (GPU visible).
-# Every step is bounded (`timeout`) so that a slow one cannot take the call's whole time; the
-# summary lists each step's exit code and pytest's closing line.
+# Phases, each one device call that stays under ~540 s (the tool allows 600 s a command, and the
+# machine starts fresh each time: empty CuPy kernel cache), each writing its log, a text summary
+# and summary-PHASE.json (every step: label, exit code, seconds, pytest's closing lines) to $OUT:
+#   mpich        `make test-gpu` under the mpich wheel (CuPy arrays staged; one rank: NCCL) at
+#                1, 2 and 4 ranks, every size reported, with the training tests
+#                (train_digits.py --device gpu); `mwms-mpi info`.
+#   impi         probe_cuda_mpi.py first (in-place Allreduce, every dtype, MAX/MIN, Iallreduce,
+#                gathers, broadcasts on device pointers, a crash costing one case), then
+#                `make test-gpu` under Intel MPI with I_MPI_OFFLOAD=1 (cuda_mpi) at 1, 2, 4 ranks,
+#                without the training tests (they ran under mpich); `mwms-mpi info`.
+#   bench        scripts/bench_gpu.py at 2 ranks under both MPIs and at 1 rank (NCCL).
+#   cpu          the CPU suites (tests/mpi, tf_parity) at 8 and 16 ranks (GPU hidden), each size
+#                run and reported, and at 2 ranks with the GPU visible.
+#   session      for a session with one call's worth of device time: mpich and impi on cores 0-3
+#                beside cpu's 8- and 16-rank suites on the other cores, then bench alone, all
+#                inside DEADLINE_S (default 500) seconds from the start: a step that would pass the
+#                deadline is cut to fit, one that cannot start is reported skipped.
+#   dry-run      every phase on this machine over the fake CuPy (the rehearsal).
 set -uo pipefail
 
-phase=${1:?usage: device_run.sh correctness|bench|all|dry-run}
+phase=${1:?usage: device_run.sh mpich|impi|bench|cpu|session|all|dry-run}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 OUT=${OUT:-$root/build/device-out}
 mkdir -p "$OUT"
-dry=0
+dry=${DRY:-0}  # DRY=1: any phase rehearsed here, as dry-run rehearses them all
 if [[ $phase == dry-run ]]; then
   dry=1
 fi
 name=$phase
 log=$OUT/$name.log
 summary=$OUT/summary-$name.txt
+steps_json=$OUT/.steps-$name.jsonl
 : >"$log"
 : >"$summary"
+: >"$steps_json"
 start=$(date +%s)
+deadline=$((start + ${DEADLINE_S:-100000}))
 
 note() { echo "$*" | tee -a "$summary" "$log"; }
 
-# step NAME SECONDS COMMAND...: runs it bounded, its output into the log, a line in the summary.
+# step NAME SECONDS COMMAND...: runs it bounded (by SECONDS and by the phase's deadline), its
+# output into the log, a line in the summary and one in the JSON summary. Two steps may run at
+# once (the session phase): each has its own temporary log, appended whole when it ends.
 step() {
   local label=$1 limit=$2
   shift 2
-  echo "===== $label (limit ${limit}s): $*" >>"$log"
-  local t0=$(date +%s) rc
+  local left=$((deadline - $(date +%s) - 5))
+  if ((left < 15)); then
+    note "$label: skipped (the phase's deadline is $((left + 5)) s away)"
+    printf '{"label": "%s", "rc": null, "seconds": 0, "skipped": true}\n' "$label" >>"$steps_json"
+    return 0
+  fi
+  ((limit > left)) && limit=$left
+  local t0=$(date +%s) rc own
+  own=$(mktemp "$OUT/.step.XXXXXX")
+  echo "===== $label (limit ${limit}s): $*" >"$own"
   # bash -c: the command may be one of the functions below (exported to it).
-  timeout --signal=TERM --kill-after=15 "$limit" bash -c '"$@"' "$label" "$@" \
-    >"$OUT/.step.log" 2>&1
+  timeout --signal=TERM --kill-after=15 "$limit" bash -c '"$@"' "$label" "$@" >>"$own" 2>&1
   rc=$?
-  cat "$OUT/.step.log" >>"$log"
-  local closing
-  closing=$(grep -E "^[0-9]+ (passed|failed|skipped)|[0-9]+ passed|[0-9]+ failed|error" \
-    "$OUT/.step.log" | grep -vE "^E |Error:|^\s" | tail -n 8 | tr '\n' ';')
-  note "$label: rc=$rc ($(($(date +%s) - t0)) s; ${closing:-no pytest summary})"
-  rm -f "$OUT/.step.log"
+  cat "$own" >>"$log"
+  local closing seconds=$(($(date +%s) - t0))
+  closing=$(grep -E "^[0-9]+ (passed|failed|skipped)|[0-9]+ passed|[0-9]+ failed|error|^== " \
+    "$own" | grep -vE "^E |Error:|^\s" | tail -n 12 | tr '\n' ';')
+  note "$label: rc=$rc ($seconds s; ${closing:-no pytest summary})"
+  LABEL=$label RC=$rc SECONDS_TAKEN=$seconds CLOSING=$closing "$PYTHON" -c '
+import json, os
+print(json.dumps({"label": os.environ["LABEL"], "rc": int(os.environ["RC"]),
+                  "seconds": int(os.environ["SECONDS_TAKEN"]),
+                  "closing": [c for c in os.environ["CLOSING"].split(";") if c]}))' >>"$steps_json"
+  rm -f "$own"
   return 0
 }
 
@@ -63,11 +92,11 @@ step() {
 if ((dry)); then
   PYTHON=${PYTHON:-$root/.venv/bin/python}  # plays the image's python3 (numpy, mpi4py, pytest)
   V=${V:-/tmp/mwms-device-dry}
-  GPU_SIZES="1 2"
-  CPU_SIZES="2"
+  GPU_SIZES=${GPU_SIZES:-"1 2"}
+  CPU_SIZES=${CPU_SIZES:-"2"}
   BENCH_ARGS="--quick --max-bytes 1048576"
   export MWMS_TEST_FAKE_CUPY=1
-  run_py=("$V/bin/python" "$root/tests/support/fake_cupy_run.py")  # the fake CuPy first
+  RUN_PY="$V/bin/python $root/tests/support/fake_cupy_run.py"  # the fake CuPy first
   offload=0
   aware=1
   expect_mpich="1=nccl,staging"  # the fake has an NCCL double: at one rank AUTO takes it
@@ -75,10 +104,10 @@ if ((dry)); then
 else
   PYTHON=${PYTHON:-python3}
   V=${V:-/tmp/mwms-device}
-  GPU_SIZES="1 2 4"
-  CPU_SIZES="8 16"
+  GPU_SIZES=${GPU_SIZES:-"1 2 4"}
+  CPU_SIZES=${CPU_SIZES:-"8 16"}
   BENCH_ARGS=""
-  run_py=("$V/bin/python" -m mwms_mpi.run)
+  RUN_PY="$V/bin/python -m mwms_mpi.run"
   offload=1
   aware=""
   expect_mpich="1=nccl,staging"  # one rank on its GPU: AUTO takes NCCL; ranks sharing it stage
@@ -136,7 +165,7 @@ suite() {
         tests/mpi || rc=1
     fi
   done
-  if [[ $target == test-gpu ]]; then
+  if [[ $target == test-gpu && ${GPU_TRAINING:-1} != 0 ]]; then
     "${pytest[@]}" -m "not mpi" tests/gpu || rc=1
   fi
   return $rc
@@ -168,32 +197,98 @@ for name in ("numpy", "mpi4py", "cupy", "pytest", "hypothesis", "pytest_mpi", "s
 PY
 }
 
-correctness() {
-  step "mwms-mpi info, mpich wheel, 2 ranks" 90 \
-    mpich "$V/bin/mpiexec" -n 2 "$V/bin/python" -m mwms_mpi info
-  step "mwms-mpi info, Intel MPI offload=$offload, 2 ranks" 90 \
-    impi "$I/bin/mpiexec.hydra" -n 2 "$V/bin/python" -m mwms_mpi info
-  step "make test-gpu, mpich wheel (sizes $GPU_SIZES; expect $expect_mpich)" 270 \
-    mpich suite test-gpu "$V/bin/mpiexec" "$GPU_SIZES" GPU_SIZES="$GPU_SIZES" MPI=mpich
-  step "make test-gpu, Intel MPI offload=$offload (sizes $GPU_SIZES; expect $expect_impi)" 270 \
-    impi suite test-gpu "$I/bin/mpiexec.hydra" "$GPU_SIZES" GPU_SIZES="$GPU_SIZES" MPI=impi
+# probe: probe_cuda_mpi.py under Intel MPI at 2 ranks, rerun after a crash (the crashed case
+# is skipped on the rerun and reported "crashed"), then summarised in probe-cuda-mpi.json.
+probe() {
+  local results=$OUT/probe-cuda-mpi.jsonl attempt
+  : >"$results"
+  for attempt in $(seq 1 40); do  # a crash costs one case and ~2 s; the step's limit bounds it
+    echo "== probe attempt $attempt"
+    # shellcheck disable=SC2086  # RUN_PY is a command line
+    if timeout --kill-after=5 60 "$I/bin/mpiexec.hydra" -n 2 $RUN_PY \
+      scripts/gpu/probe_cuda_mpi.py "$results"; then
+      break
+    fi
+  done
+  "$PYTHON" scripts/gpu/probe_summary.py "$results" "$OUT/probe-cuda-mpi.json"
 }
 
-bench() {
-  step "bench_gpu, mpich wheel, 2 ranks" 150 \
-    mpich "$V/bin/mpiexec" -n 2 "${run_py[@]}" scripts/bench_gpu.py $BENCH_ARGS \
-    --json "$OUT/bench-mpich-2.json"
-  step "bench_gpu, Intel MPI offload=$offload, 2 ranks" 150 \
-    impi "$I/bin/mpiexec.hydra" -n 2 "${run_py[@]}" scripts/bench_gpu.py $BENCH_ARGS \
-    --json "$OUT/bench-impi-2.json"
-  step "bench_gpu, 1 rank (NCCL)" 90 \
-    mpich "$V/bin/mpiexec" -n 1 "${run_py[@]}" scripts/bench_gpu.py $BENCH_ARGS \
-    --json "$OUT/bench-nccl-1.json"
-  step "make test-mpi (CPU suites), GPU hidden, sizes $CPU_SIZES" 240 \
-    hidden mpich suite test-mpi "$V/bin/mpiexec" "$CPU_SIZES" MPI_SIZES="$CPU_SIZES" MPI=mpich
-  step "make test-mpi (CPU suites), GPU visible, 2 ranks" 90 \
-    mpich suite test-mpi "$V/bin/mpiexec" 2 MPI_SIZES=2 MPI=mpich
+phase_mpich() {
+  step "mwms-mpi info, mpich wheel, 2 ranks" 60 \
+    mpich "$V/bin/mpiexec" -n 2 "$V/bin/python" -m mwms_mpi info
+  step "make test-gpu, mpich wheel (sizes $GPU_SIZES; expect $expect_mpich; training)" 330 \
+    mpich suite test-gpu "$V/bin/mpiexec" "$GPU_SIZES" GPU_SIZES="$GPU_SIZES" MPI=mpich
 }
+
+phase_impi() {
+  step "mwms-mpi info, Intel MPI offload=$offload, 2 ranks" 60 \
+    impi "$I/bin/mpiexec.hydra" -n 2 "$V/bin/python" -m mwms_mpi info
+  step "probe_cuda_mpi, Intel MPI offload=$offload, 2 ranks" 150 impi probe
+  step "make test-gpu, Intel MPI offload=$offload (sizes $GPU_SIZES; expect $expect_impi)" 300 \
+    impi suite test-gpu "$I/bin/mpiexec.hydra" "$GPU_SIZES" GPU_SIZES="$GPU_SIZES" MPI=impi \
+    GPU_TRAINING=0
+}
+
+phase_bench() {
+  # shellcheck disable=SC2086  # RUN_PY is a command line, BENCH_ARGS words
+  step "bench_gpu, mpich wheel, 2 ranks" 150 \
+    mpich "$V/bin/mpiexec" -n 2 $RUN_PY scripts/bench_gpu.py $BENCH_ARGS \
+    --json "$OUT/bench-mpich-2.json"
+  # shellcheck disable=SC2086
+  step "bench_gpu, Intel MPI offload=$offload, 2 ranks" 150 \
+    impi "$I/bin/mpiexec.hydra" -n 2 $RUN_PY scripts/bench_gpu.py $BENCH_ARGS \
+    --json "$OUT/bench-impi-2.json"
+  # shellcheck disable=SC2086
+  step "bench_gpu, 1 rank (NCCL)" 90 \
+    mpich "$V/bin/mpiexec" -n 1 $RUN_PY scripts/bench_gpu.py $BENCH_ARGS \
+    --json "$OUT/bench-nccl-1.json"
+}
+
+# The CPU suites, one step a size (a failure at 8 ranks must not hide 16).
+phase_cpu() {
+  local n
+  for n in $CPU_SIZES; do
+    step "make test-mpi (CPU suites), GPU hidden, $n ranks" 300 \
+      hidden mpich suite test-mpi "$V/bin/mpiexec" "$n" MPI_SIZES="$n" MPI=mpich MPI_ODD=0
+  done
+  if [[ ${CPU_VISIBLE:-1} != 0 ]]; then
+    step "make test-mpi (CPU suites), GPU visible, 2 ranks" 120 \
+      mpich suite test-mpi "$V/bin/mpiexec" 2 MPI_SIZES=2 MPI=mpich
+  fi
+}
+
+# pin CORES: this (sub)shell and what it starts on those cores, where taskset exists.
+pin() {
+  if command -v taskset >/dev/null && ((!dry)); then
+    taskset -cp "$1" "$BASHPID" >/dev/null
+  fi
+}
+
+# The GPU phases on 4 cores beside the CPU suites on the others, then the bench alone.
+phase_session() {
+  local cores gpu
+  cores=$(nproc)
+  (
+    pin 0-3
+    phase_mpich
+    phase_impi
+  ) &
+  gpu=$!
+  if ((cores > 8)); then
+    (
+      pin "4-$((cores - 1))"
+      CPU_VISIBLE=0 phase_cpu
+    )
+  else
+    wait "$gpu"
+    CPU_VISIBLE=0 phase_cpu
+  fi
+  wait "$gpu"
+  phase_bench
+}
+
+export OUT RUN_PY PYTHON
+export -f probe
 
 if ! install >>"$log" 2>&1; then
   note "install failed: see $name.log"
@@ -201,16 +296,33 @@ if ! install >>"$log" 2>&1; then
 fi
 note "installed in $(($(date +%s) - start)) s"
 case $phase in
-  correctness) correctness ;;
-  bench) bench ;;
-  all | dry-run) correctness && bench ;;
+  mpich) phase_mpich ;;
+  impi) phase_impi ;;
+  bench) phase_bench ;;
+  cpu) phase_cpu ;;
+  session) phase_session ;;
+  all | dry-run)
+    phase_mpich
+    phase_impi
+    phase_bench
+    phase_cpu
+    ;;
   *)
     note "unknown phase $phase"
     exit 2
     ;;
 esac
-if [[ $phase != correctness ]]; then
+if [[ $phase == bench || $phase == session || $phase == all || $phase == dry-run ]]; then
   # The benchmark tables, from the logs, in one file.
   grep -hE "^ +[0-9]+  |ranks, .*median|beat staging|overhead at 1 MB" "$log" >"$OUT/bench-tables-$name.txt"
 fi
 note "done in $(($(date +%s) - start)) s"
+"$PYTHON" - "$steps_json" "$OUT/summary-$name.json" "$name" "$(($(date +%s) - start))" <<'PY'
+import json, sys
+steps = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+failed = [s["label"] for s in steps if s.get("rc") not in (0, None)]
+skipped = [s["label"] for s in steps if s.get("skipped")]
+json.dump({"phase": sys.argv[3], "seconds": int(sys.argv[4]), "ok": not failed and not skipped,
+           "failed": failed, "skipped": skipped, "steps": steps}, open(sys.argv[2], "w"), indent=1)
+PY
+rm -f "$steps_json"

@@ -53,13 +53,16 @@ def deterministic() -> Iterator[None]:
         switches.op_determinism = False
 
 
-def _global_addends(dtype: str, shape: tuple[int, ...], seed: int) -> list[np.ndarray]:
-    """K adversarial addends: magnitudes over 2**+-40 (float16: +-8), cancellation, +-0."""
+def _global_addends(
+    dtype: str, shape: tuple[int, ...], seed: int, count: int = K
+) -> list[np.ndarray]:
+    """``count`` (default K) adversarial addends: magnitudes over 2**+-40 (float16: +-8),
+    cancellation, +-0; the first K are the same whatever ``count`` is."""
     rng = np.random.default_rng(seed)
     span = 8 if dtype == "float16" else 40
     out = []
     previous = None
-    for i in range(K):
+    for i in range(count):
         x = rng.standard_normal((*shape, 2)) * 2.0 ** rng.integers(-span, span, (*shape, 2))
         if i % 4 == 3 and previous is not None:
             x = -previous  # exact cancellation of the previous addend
@@ -408,7 +411,7 @@ def test_one_addend_per_rank_in_chunks_has_the_reference_bits(
     from mwms_mpi.collective import exact
 
     monkeypatch.setattr(exact, "CHUNK", 4096)
-    addends = _global_addends(dtype, (20000,), 5)[: comm.size]
+    addends = _global_addends(dtype, (20000,), 5, max(K, comm.size))[: comm.size]
     stress = _stress_values(dtype)
     with np.errstate(over="ignore"):
         for i, a in enumerate(addends):

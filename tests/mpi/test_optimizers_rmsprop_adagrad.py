@@ -50,8 +50,11 @@ def _sparse(replica: int, step: int) -> tuple[np.ndarray, np.ndarray]:
     return indices, values
 
 
-def _reference(name: str, kind: str, replicas: int) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Keras's arithmetic on the summed gradients, serially: the variable and the slots."""
+def _reference(name: str, kind: str, replicas: int) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """Keras's arithmetic on the summed gradients, serially: the variable and the slots; ``None``
+    where a sparse step's root holds a zero or a NaN (centered RMSprop once a row's slices
+    outnumber about ``1 / (1 - rho)``: 16 replicas here), where Keras divides the slices by
+    another path (its regather, in tests/unit/test_optimizers_rmsprop_adagrad.py)."""
     cls, kw = CONFIGS[name]
     var = np.arange(SHAPE[0] * SHAPE[1], dtype=np.float64).reshape(SHAPE) / 8
     lr = float(np.float32(kw["learning_rate"]))  # Keras's float32 learning-rate variable
@@ -90,7 +93,10 @@ def _reference(name: str, kind: str, replicas: int) -> tuple[np.ndarray, list[np
             v = rho * v + sq
             if centered:
                 ag = rho * ag + gs
-            root = np.sqrt((v - ag * ag + eps) if centered else (v + eps))
+            with np.errstate(invalid="ignore"):
+                root = np.sqrt((v - ag * ag + eps) if centered else (v + eps))
+            if bool(((root == 0) | np.isnan(root)).any()):
+                return None  # Keras's divide of slices by such a root takes its regather path
             if mom == 0:
                 for i, val in rows:
                     var[i] = var[i] - (lr * val) / root[i]
@@ -114,6 +120,9 @@ def test_every_copy_equals_the_serial_reference(
     strategy: Any, test_comm: Any, name: str, kind: str
 ) -> None:
     cls, kwargs = CONFIGS[name]
+    reference = _reference(name, kind, strategy.num_replicas_in_sync)
+    if reference is None:  # the same on every rank: it depends on the replica count only
+        pytest.skip(f"Keras's regather path at {strategy.num_replicas_in_sync} replicas")
     with strategy.scope():
         init = np.arange(SHAPE[0] * SHAPE[1], dtype=np.float64).reshape(SHAPE) / 8
         var = mwms_mpi.Variable(init)
@@ -131,7 +140,7 @@ def test_every_copy_equals_the_serial_reference(
     for step in range(STEPS):
         strategy.run(step_fn, args=(step,))
 
-    want_var, want_slots = _reference(name, kind, strategy.num_replicas_in_sync)
+    want_var, want_slots = reference
     got = [np.asarray(c) for c in strategy.experimental_local_results(var)]
     slots = opt.variables()[1:]
     got_slots = [[np.asarray(c) for c in strategy.experimental_local_results(s)] for s in slots]

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 
 Outcomes = dict[str, Any]
 MARK = "DIFFERENTIAL-RESULT "
@@ -615,7 +616,10 @@ def pinned(config: str, task: int, path: str | None = None) -> dict[str, Outcome
     (default: ``tf_pins.json`` beside this module)."""
     path = path or os.path.join(os.path.dirname(__file__), "tf_pins.json")
     with open(path, encoding="utf-8") as f:
-        tasks = json.load(f)[config]
+        everything = json.load(f)
+    if config not in everything:  # the same on every rank: it depends on the world size only
+        pytest.skip(f"TF 2.21 was run at {', '.join(sorted(everything))} only, not {config}")
+    tasks = everything[config]
     result = tasks[0]
     if task:
         result = {name: dict(result[name], **tasks[task].get(name, {})) for name in result}

@@ -11,6 +11,12 @@ path. The stream is synchronised before MPI reads the buffer: MPI knows nothing 
 Only blocking device-pointer calls were measured under Intel MPI: calls under a deadline (the
 nonblocking MPI forms) are staged until a device test shows ``Iallreduce`` on device pointers
 works there.
+
+Broadcasts are always staged: on the GPU machine ``Bcast`` of a device buffer of 1 MB and more
+killed the receiving rank (SIGSEGV inside Intel MPI 2021.14 with ``I_MPI_OFFLOAD=1``; every
+dtype of 4 bytes and up at 256 Ki elements, while smaller buffers, ``Allreduce`` in place and out
+of place, MAX/MIN and ``Allgatherv`` were correct: docs/gpus.md, "What a CUDA-aware MPI was
+probed for"). A broadcast moves a variable's initial value once, so staging costs little.
 """
 
 from __future__ import annotations
@@ -94,12 +100,8 @@ class CudaMPIBackend:
         return None
 
     def broadcast(self, comm: Any, buf: Any, root: int, blocking: bool) -> Completion | None:
-        """``Bcast`` on a device pointer, or staged."""
-        if not self.direct(buf.nbytes, blocking):
-            return self._staging.broadcast(comm, buf, root, blocking)
-        self._runtime.synchronize(self._runtime.current_stream())
-        comm.Bcast(buf, root)
-        return None
+        """Staged, whatever its size: ``Bcast`` on device pointers crashed Intel MPI (above)."""
+        return self._staging.broadcast(comm, buf, root, blocking)
 
 
 def make(mpi: types.ModuleType, transport: Any, comm: Any, device: int | None) -> CudaMPIBackend:
