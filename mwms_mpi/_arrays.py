@@ -62,12 +62,39 @@ def like(value: Any, reference: Any) -> Any:
         device = reference.device
         if is_device_array(value) and value.device == device:
             return value
-        cp = sys.modules["cupy"]
-        with device:
-            return cp.array(value)  # a copy, onto this device (from the host or another GPU)
+        return onto(value, device)
     if is_device_array(value):
         return value.get()
     return value
+
+
+def onto(value: Any, device: Any) -> Any:
+    """A copy of ``value`` (host or device) on the CUDA ``device``: the one home of copies
+    between GPUs.
+
+    A copy made under the destination device runs on the destination's current stream, which
+    CUDA does not order after the work queued on the source GPU (the kernel or collective that
+    wrote ``value`` may not have run yet). So an event recorded on the source's current stream
+    is waited for by the destination's first, and the source's stream then waits for the copy,
+    so that the source's memory pool cannot hand ``value``'s memory to new work before the copy
+    has read it. Both streams are the calling thread's: with CUDA's legacy default stream (the
+    only mode a strategy on GPUs accepts, ``distribute/gpus.py``) a replica thread's work on a
+    device is on that same stream.
+    """
+    cp = sys.modules["cupy"]
+    if not is_device_array(value):
+        with device:
+            return cp.array(value)  # from the host: ordered on the destination's stream
+    with value.device:
+        source = cp.cuda.get_current_stream()
+        written = source.record()
+    with device:
+        target = cp.cuda.get_current_stream()
+        target.wait_event(written)
+        out = cp.array(value)
+        read = target.record()
+    source.wait_event(read)
+    return out
 
 
 def as_result(value: Any) -> Any:

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from mwms_mpi import _arrays, nest
+
+# CuPy's switch to per-thread default streams (read when CuPy is imported).
+PER_THREAD_STREAM_ENV = "CUPY_CUDA_PER_THREAD_DEFAULT_STREAM"
 
 
 class GpuPlacement:
@@ -46,11 +50,11 @@ class GpuPlacement:
             yield
 
     def place(self, value: Any, i: int) -> Any:
-        """A device array on replica ``i``'s GPU (a copy if it is on another); else ``value``."""
+        """A device array on replica ``i``'s GPU (a copy if it is on another, ordered after its
+        source's work: ``_arrays.onto``); else ``value``."""
         if not _arrays.is_device_array(value) or value.device.id == self.ids[i]:
             return value
-        with self._cupy.cuda.Device(self.ids[i]):
-            return self._cupy.array(value)
+        return _arrays.onto(value, self._cupy.cuda.Device(self.ids[i]))
 
     def fetch(self, element: Any, i: int) -> Any:
         """An input element with its numpy arrays copied onto replica ``i``'s GPU."""
@@ -89,6 +93,13 @@ def placement_for(devices: Sequence[str], ids: Sequence[int] | None = None) -> G
     count = gpu_count()
     if count == 0:
         return None
+    if len(devices) > 1 and os.environ.get(PER_THREAD_STREAM_ENV, "").strip() == "1":
+        raise ValueError(
+            f"{PER_THREAD_STREAM_ENV}=1 with {len(devices)} GPU replicas per worker: each "
+            "replica's thread would queue its work on a stream of its own, which the thread "
+            "that sums the replicas' values does not wait for (stale gradients). Unset it, or "
+            "run one replica (one GPU) per MPI rank."
+        )
     if ids is None or len(ids) != len(devices):
         ids = [int(d.rsplit(":", 1)[-1]) for d in devices]
     return GpuPlacement([i % count for i in ids])

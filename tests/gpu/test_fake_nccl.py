@@ -264,6 +264,10 @@ def test_the_backend_makes_the_nccl_calls_its_routing_documents(
             [f"broadcast(count={4 * k}, NCCL_UINT8, root={r})" for r, k in enumerate(sizes) if k],
         ),
         (
+            lambda: routed.all_gather(cp.ones((2, 3), cp.float32), 0),
+            ["allGather(count=24, NCCL_UINT8)"],  # equal counts: one call
+        ),
+        (
             lambda: routed.broadcast(cp.ones(9, cp.float64), n - 1),
             [f"broadcast(count=72, NCCL_UINT8, root={n - 1})"],
         ),

@@ -166,6 +166,44 @@ def test_cuda_mpi_stages_below_the_crossover_only(comm: Any, test_comm: Any) -> 
     assert all_ranks_ok(test_comm, ok)
 
 
+def test_cuda_mpi_stages_every_broadcast(comm: Any, test_comm: Any) -> None:
+    # Intel MPI's Bcast of a device buffer of 1 MB and more killed the receiving rank on the
+    # GPU machine (docs/gpus.md, "What a CUDA-aware MPI was probed for"): above the crossover
+    # too, a broadcast goes through the host copies.
+    staging, runtime = _backend()
+    backend = CudaMPIBackend(_mpi(), staging, min_device_bytes=256)
+    buf = np.full(64, comm.rank, np.float32)  # 256 bytes: an all-reduce would go directly
+    root = comm.size - 1
+    assert backend.broadcast(comm, buf, root, True) is None
+    ok = runtime.copies["to_device"] > 0 and bool(np.all(buf == root))
+    assert all_ranks_ok(test_comm, ok)
+
+
+class _FailsAtCall:
+    """``comm`` whose ``number``-th ``Allreduce`` raises (an MPI error in mid-pipeline)."""
+
+    def __init__(self, comm: Any, number: int) -> None:
+        self._comm, self._left = comm, number
+
+    def Allreduce(self, *args: Any) -> Any:
+        self._left -= 1
+        if self._left == 0:
+            raise RuntimeError("MPI failed here")
+        return self._comm.Allreduce(*args)
+
+
+def test_an_mpi_error_mid_pipeline_leaves_no_copy_queued(comm: Any, test_comm: Any) -> None:
+    # The pinned buffer is dropped (never pooled again) when MPI raises; a copy into or out of
+    # it still queued on a side stream would then write memory CUDA may hand to someone else.
+    staging, runtime = _backend()
+    x = np.arange(101, dtype=np.float32)  # 7 chunks: the error at the 3rd
+    with pytest.raises(RuntimeError, match="MPI failed here"):
+        staging.all_reduce(_FailsAtCall(comm, 3), None, x, Op.SUM, True)
+    assert runtime.pending() == 0
+    assert staging.pool.allocations == 1 and staging.pool.kept_bytes == 0
+    test_comm.Barrier()  # the ranks' first two chunks were real collectives: all are past them
+
+
 def test_unique_id_travels_from_rank_0(comm: Any, test_comm: Any) -> None:
     made = []
 

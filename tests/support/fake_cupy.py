@@ -294,6 +294,7 @@ def install() -> types.ModuleType:
         asnumpy=_asnumpy,
         get_array_module=_get_array_module,
         get_default_memory_pool=lambda: types.SimpleNamespace(free_all_blocks=lambda: None),
+        get_default_pinned_memory_pool=lambda: types.SimpleNamespace(free_all_blocks=lambda: None),
     )
     cupyx = _module("cupyx", empty_pinned=_pinned)
     sys.modules.update(

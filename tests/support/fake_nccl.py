@@ -51,6 +51,7 @@ from tests.support.fake_nccl_calls import (
     NCCL_BFLOAT16,
     NCCL_SUM,
     OPS,
+    REMOTE_ERROR,
     TYPES,
     UNHANDLED_CUDA_ERROR,
     Call,
@@ -154,7 +155,13 @@ class NcclCommunicator:
         self.members = members  # world ranks, in NCCL rank order
         self.calls: list[Call] = []  # this rank's calls, in order (compared at every call)
         self._state = "live"
+        self._async_error: NcclError | None = None
         _live.add(self)
+
+    @property
+    def state(self) -> str:
+        """``"live"``, ``"destroyed"`` or ``"aborted"``."""
+        return self._state
 
     # -- CuPy's API ---------------------------------------------------------------------------
 
@@ -176,7 +183,14 @@ class NcclCommunicator:
         _live.discard(self)
 
     def check_async_error(self) -> None:
-        pass
+        """Raises the error :meth:`fail_asynchronously` planted (NCCL's asynchronous errors:
+        a remote rank or the network failed while calls were in flight)."""
+        if self._async_error is not None:
+            raise self._async_error
+
+    def fail_asynchronously(self, text: str) -> None:
+        """Test hook: from now on ``check_async_error`` raises ``NcclError(text)``."""
+        self._async_error = NcclError(REMOTE_ERROR, text)
 
     def allReduce(
         self, sendbuf: int, recvbuf: int, count: int, datatype: int, op: int, stream: int

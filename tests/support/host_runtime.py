@@ -53,6 +53,7 @@ class HostRuntime:
 
     Attributes:
       pinned_calls: how many host buffers were "pinned" (the pool's allocations).
+      released: how many times the pinned memory was given back (``release_pinned``).
       copies: how many copies ran, each way.
     """
 
@@ -60,6 +61,7 @@ class HostRuntime:
         self._current = Stream("current")
         self._sides = (Stream("down"), Stream("up"))
         self.pinned_calls = 0
+        self.released = 0  # release_pinned calls
         self.copies = {"to_host": 0, "to_device": 0}
 
     @property
@@ -75,6 +77,9 @@ class HostRuntime:
     def pinned(self, nbytes: int) -> np.ndarray:
         self.pinned_calls += 1
         return np.full(nbytes, 0xAB, dtype=np.uint8)  # stale bytes, never zeros by luck
+
+    def release_pinned(self) -> None:
+        self.released += 1
 
     def current_stream(self) -> Stream:
         return self._current

@@ -113,7 +113,7 @@ def test_pinned_pool_reuses_given_back_buffers_by_rounded_size() -> None:
     pool = PinnedPool(allocate, max_bytes=1 << 20)
     a = pool.take(1000)
     b = pool.take(70_000)
-    assert made == [64 << 10, 128 << 10] and rounded(70_000) == 128 << 10
+    assert made == [64 << 10, 128 << 10] and rounded(70_000, 4 << 20) == 128 << 10
     pool.give(a)
     assert pool.take(5) is a  # the same size class comes back
     c = pool.take(5)  # a is out again: a new one
@@ -125,6 +125,24 @@ def test_pinned_pool_reuses_given_back_buffers_by_rounded_size() -> None:
     big = pool.take(2 << 20)
     pool.give(big)  # beyond max_bytes: dropped
     assert pool.take(2 << 20) is not big
+
+
+def test_pinned_sizes_past_the_chunk_are_multiples_of_it() -> None:
+    # Powers of two would pin 512 MB for a 257 MB pack; multiples of the 4 MB chunk pin 260 MB.
+    chunk = 4 << 20
+    assert rounded(257 << 20, chunk) == 260 << 20
+    assert rounded(chunk, chunk) == chunk and rounded(chunk + 1, chunk) == 2 * chunk
+    assert rounded(3 << 20, chunk) == chunk  # up to the chunk: powers of two, as before
+    assert rounded(100, 64) == 64 << 10  # at least 64 KiB
+
+
+def test_clearing_the_pinned_pool_gives_the_memory_back() -> None:
+    released: list[int] = []
+    pool = PinnedPool(lambda n: np.empty(n, np.uint8), release=lambda: released.append(1))
+    pool.give(pool.take(1000))
+    assert pool.kept_bytes == 64 << 10
+    pool.clear()
+    assert pool.kept_bytes == 0 and released == [1]
 
 
 def test_pinned_views_are_typed_prefixes() -> None:

@@ -35,6 +35,10 @@ class DeviceRuntime(Protocol):
         """A new page-locked host buffer of ``nbytes`` bytes (uint8)."""
         ...
 
+    def release_pinned(self) -> None:
+        """Gives the memory of freed page-locked buffers back to the system."""
+        ...
+
     def current_stream(self) -> Any:
         """The stream the caller's work is queued on (results must be ordered after it)."""
         ...
@@ -102,6 +106,10 @@ class CupyRuntime:
 
         buffer: np.ndarray = cupyx.empty_pinned((nbytes,), dtype=np.uint8)
         return buffer
+
+    def release_pinned(self) -> None:
+        """``free_all_blocks`` of CuPy's pinned memory pool, which keeps every freed block."""
+        self.xp.get_default_pinned_memory_pool().free_all_blocks()
 
     def current_stream(self) -> Any:
         """CuPy's current stream on the current device."""

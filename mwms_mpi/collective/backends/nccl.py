@@ -9,9 +9,10 @@ from their PCI bus ids first). Collectives are queued on the caller's current Cu
 return at once, as TF's NCCL collectives do: later work on that stream sees the result.
 
 What NCCL lacks is done another way: gathers of uneven sizes are one broadcast per rank in an
-NCCL group (bytes, so every dtype goes); dtypes NCCL has no type for (16-bit integers) are
-staged through host MPI, a choice that reads only the agreed dtype. Under a deadline a call is
-followed by an event that is polled; when the deadline passes, the NCCL communicator is
+NCCL group, as bytes, so every dtype goes (equal sizes: one ``ncclAllGather``); dtypes NCCL has
+no type for (16-bit integers) are staged through host MPI, a choice that reads only the agreed
+dtype. Under a deadline a call is followed by an event that is polled, with NCCL's asynchronous
+error asked at each poll; when the deadline passes or that error comes, the NCCL communicator is
 aborted (``abort``, called by the call state when it poisons the communicator).
 
 NCCL cannot run two ranks on the one GPU of the project's GPU machine, so its multi-rank path
@@ -73,7 +74,10 @@ class NcclCompletion:
         self._backend = backend
 
     def Test(self) -> bool:
-        """Whether the call has completed on the GPU."""
+        """Whether the call has completed on the GPU; raises NCCL's asynchronous error (a
+        remote rank failed, a network error), after aborting the communicator, instead of
+        waiting for an event that never comes."""
+        self._backend.check_async_error()
         return bool(self._event.done)
 
     def abort(self) -> None:
@@ -137,6 +141,17 @@ class NcclBackend:
         with self._cupy.cuda.Device(self.device):
             return self._cupy.empty(shape, dtype=dtype)
 
+    def check_async_error(self) -> None:
+        """``ncclCommGetAsyncError``: raises ``NcclError`` (translated by the call, which
+        poisons the communicator) after aborting the NCCL communicator, if NCCL reports one."""
+        if self._made is None or self._aborted:
+            return
+        try:
+            self._made.check_async_error()
+        except self._nccl.NcclError:
+            self.abort()
+            raise
+
     def abort(self) -> None:
         """Aborts the NCCL communicator (after a deadline: the collective cannot complete)."""
         if not self._aborted and self._made is not None:
@@ -173,11 +188,18 @@ class NcclBackend:
     def all_gatherv(
         self, comm: Any, send: Any, recv: Any, counts: Sequence[int], blocking: bool
     ) -> Completion | None:
-        """Every rank's ``send`` into ``recv``: one ``ncclBroadcast`` per rank, as bytes."""
+        """Every rank's ``send`` into ``recv``, as bytes: one ``ncclAllGather`` when the
+        (agreed) counts are equal, else one ``ncclBroadcast`` per rank in a group."""
         itemsize = recv.dtype.itemsize
         stream = self._cupy.cuda.get_current_stream()
         offset = 0
         nccl_comm = self._comm  # made (if first) before the group: init is not grouped
+        if counts and all(c == counts[0] for c in counts):
+            if counts[0]:
+                nccl_comm.allGather(
+                    send.data.ptr, recv.data.ptr, counts[0] * itemsize, self._bytes, stream.ptr
+                )
+            return self._after(stream, blocking)
         self._nccl.groupStart()
         try:
             for root, count in enumerate(counts):

@@ -17,12 +17,16 @@ import numpy as np
 MIN_BYTES = 64 << 10  # sizes are rounded up to a power of two from here: few distinct buffers
 
 
-def rounded(nbytes: int) -> int:
-    """The size of the buffer a request of ``nbytes`` gets: a power of two, at least 64 KiB."""
+def rounded(nbytes: int, granule: int) -> int:
+    """The size of the buffer a request of ``nbytes`` gets: a power of two from 64 KiB up to
+    ``granule`` (the staging chunk), then a multiple of ``granule``: a 257 MB pack pins 260 MB
+    with 4 MB chunks, where powers of two would pin 512 MB."""
     size = MIN_BYTES
-    while size < nbytes:
+    while size < nbytes and size < granule:
         size <<= 1
-    return size
+    if size >= nbytes:
+        return size
+    return -(-nbytes // granule) * granule
 
 
 class PinnedPool:
@@ -30,19 +34,35 @@ class PinnedPool:
 
     Args:
       allocate: makes a new buffer of ``nbytes`` bytes (uint8), e.g. ``cupyx.empty_pinned``.
+      granule: sizes above it are rounded to a multiple of it (the staging chunk size).
+      release: gives the memory of dropped buffers back to the system (CuPy keeps freed pinned
+        blocks in a pool of its own until asked), called by :meth:`clear`.
       max_bytes: the most the pool keeps free; a buffer given back beyond it is dropped.
     """
 
-    def __init__(self, allocate: Callable[[int], np.ndarray], max_bytes: int = 2 << 30) -> None:
+    def __init__(
+        self,
+        allocate: Callable[[int], np.ndarray],
+        granule: int = 4 << 20,
+        release: Callable[[], None] | None = None,
+        max_bytes: int = 2 << 30,
+    ) -> None:
         self._allocate = allocate
+        self._granule = max(1, int(granule))
+        self._release = release
         self._free: dict[int, list[np.ndarray]] = {}
         self._max_bytes = max_bytes
         self._kept = 0
         self.allocations = 0  # how many buffers were pinned (tests and benchmarks read it)
 
+    @property
+    def kept_bytes(self) -> int:
+        """The bytes of the free buffers the pool holds."""
+        return self._kept
+
     def take(self, nbytes: int) -> np.ndarray:
         """A buffer of at least ``nbytes`` bytes nobody else is using."""
-        size = rounded(nbytes)
+        size = rounded(nbytes, self._granule)
         free = self._free.get(size)
         if free:
             self._kept -= size
@@ -59,9 +79,12 @@ class PinnedPool:
         self._kept += size
 
     def clear(self) -> None:
-        """Drops every free buffer (the memory is unpinned when the last reference goes)."""
+        """Drops every free buffer and gives their memory back (``release``); a buffer still
+        out (a call abandoned at a deadline) is freed when its last reference goes."""
         self._free.clear()
         self._kept = 0
+        if self._release is not None:
+            self._release()
 
 
 def view(buffer: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -115,8 +115,8 @@ class StagingBackend:
         self._ops = {Op.SUM: mpi.SUM, Op.MAX: mpi.MAX, Op.MIN: mpi.MIN}
         self._in_place = mpi.IN_PLACE
         self._runtime: DeviceRuntime = runtime if runtime is not None else CupyRuntime()
-        self.pool = PinnedPool(self._runtime.pinned)
         self.chunk_bytes = max(1, int(chunk_bytes))
+        self.pool = PinnedPool(self._runtime.pinned, self.chunk_bytes, self._runtime.release_pinned)
         self.pipeline_bytes = int(pipeline_bytes)
 
     @property
@@ -142,7 +142,7 @@ class StagingBackend:
         return self._runtime.empty(shape, dtype)
 
     def close(self) -> None:
-        """Drops the pooled pinned buffers."""
+        """Drops the pooled pinned buffers and gives their memory back."""
         self.pool.clear()
 
     def bounds(self, count: int, itemsize: int) -> list[tuple[int, int]]:
@@ -235,17 +235,25 @@ class StagingBackend:
             for device, host in piece.ins:
                 runtime.to_host(device, host, down)
             copied.append(runtime.record(down))
-        if not blocking:
-            requests = []
-            for piece, event in zip(pieces, copied, strict=True):  # every rank: same calls, order
+        try:
+            if not blocking:
+                requests = []
+                for piece, event in zip(pieces, copied, strict=True):  # every rank: same calls
+                    runtime.synchronize(event)
+                    requests.append(piece.call(False))
+                return StagedCompletion(runtime, self.pool, pieces, requests, up, buffers)
+            for piece, event in zip(pieces, copied, strict=True):
                 runtime.synchronize(event)
-                requests.append(piece.call(False))
-            return StagedCompletion(runtime, self.pool, pieces, requests, up, buffers)
-        for piece, event in zip(pieces, copied, strict=True):
-            runtime.synchronize(event)
-            piece.call(True)
-            for host, device in piece.outs:
-                runtime.to_device(host, device, up)
+                piece.call(True)
+                for host, device in piece.outs:
+                    runtime.to_device(host, device, up)
+        except BaseException:
+            # MPI raised in mid-pipeline: the buffers are dropped, not pooled, so no copy into
+            # or out of them may still be queued (their memory would go back to CUDA's pinned
+            # pool while a copy writes it).
+            runtime.synchronize(down)
+            runtime.synchronize(up)
+            raise
         runtime.synchronize(up)
         for buffer in buffers:
             self.pool.give(buffer)
