@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from mwms_mpi import _arrays, nest
+from mwms_mpi import _arrays, _env, nest
 
 # CuPy's switch to per-thread default streams (read when CuPy is imported).
 PER_THREAD_STREAM_ENV = "CUPY_CUDA_PER_THREAD_DEFAULT_STREAM"
@@ -93,7 +92,7 @@ def placement_for(devices: Sequence[str], ids: Sequence[int] | None = None) -> G
     count = gpu_count()
     if count == 0:
         return None
-    if len(devices) > 1 and os.environ.get(PER_THREAD_STREAM_ENV, "").strip() == "1":
+    if len(devices) > 1 and _env.env_str(PER_THREAD_STREAM_ENV) == "1":  # CuPy's own test
         raise ValueError(
             f"{PER_THREAD_STREAM_ENV}=1 with {len(devices)} GPU replicas per worker: each "
             "replica's thread would queue its work on a stream of its own, which the thread "
