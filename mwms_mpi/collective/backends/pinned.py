@@ -79,11 +79,12 @@ class PinnedPool:
         self._kept += size
 
     def clear(self) -> None:
-        """Drops every free buffer and gives their memory back (``release``); a buffer still
-        out (a call abandoned at a deadline) is freed when its last reference goes."""
+        """Drops every free buffer and gives their memory back (``release``, only if the pool
+        ever pinned one: a numpy program's communicators never import CuPy); a buffer still out
+        (a call abandoned at a deadline) is freed when its last reference goes."""
         self._free.clear()
         self._kept = 0
-        if self._release is not None:
+        if self._release is not None and self.allocations:  # nothing pinned: no CuPy to ask
             self._release()
 
 
