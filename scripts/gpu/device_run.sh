@@ -28,9 +28,9 @@
 #   cpu          the CPU suites (tests/mpi, tf_parity) at 8 and 16 ranks (GPU hidden), each size
 #                run and reported, and at 2 ranks with the GPU visible.
 #   session      for a session with one call's worth of device time: mpich and impi on cores 0-3
-#                beside cpu's 8- and 16-rank suites on the other cores, then bench alone, all
-#                inside DEADLINE_S (default 500) seconds from the start: a step that would pass the
-#                deadline is cut to fit, one that cannot start is reported skipped.
+#                beside cpu's 8- and 16-rank suites on the other cores, then bench alone.
+# DEADLINE_S (any phase; unset: none) bounds the phase from its start: a step that would pass
+# the deadline is cut to fit, one that cannot start is reported skipped.
 #   dry-run      every phase on this machine over the fake CuPy (the rehearsal).
 set -uo pipefail
 
@@ -64,7 +64,7 @@ step() {
   local left=$((deadline - $(date +%s) - 5))
   if ((left < 15)); then
     note "$label: skipped (the phase's deadline is $((left + 5)) s away)"
-    printf '{"label": "%s", "rc": null, "seconds": 0, "skipped": true}\n' "$label" >>"$steps_json"
+    record "$label" "" 0 ""
     return 0
   fi
   ((limit > left)) && limit=$left
@@ -79,13 +79,19 @@ step() {
   closing=$(grep -E "^[0-9]+ (passed|failed|skipped)|[0-9]+ passed|[0-9]+ failed|error|^== " \
     "$own" | grep -vE "^E |Error:|^\s" | tail -n 12 | tr '\n' ';')
   note "$label: rc=$rc ($seconds s; ${closing:-no pytest summary})"
-  LABEL=$label RC=$rc SECONDS_TAKEN=$seconds CLOSING=$closing "$PYTHON" -c '
-import json, os
-print(json.dumps({"label": os.environ["LABEL"], "rc": int(os.environ["RC"]),
-                  "seconds": int(os.environ["SECONDS_TAKEN"]),
-                  "closing": [c for c in os.environ["CLOSING"].split(";") if c]}))' >>"$steps_json"
+  record "$label" "$rc" "$seconds" "$closing"
   rm -f "$own"
   return 0
+}
+
+# record LABEL RC SECONDS CLOSING: the step's line of the JSON summary (RC empty: skipped).
+record() {
+  LABEL=$1 RC=$2 SECONDS_TAKEN=$3 CLOSING=$4 "$PYTHON" -c '
+import json, os
+rc = os.environ["RC"]
+print(json.dumps({"label": os.environ["LABEL"], "rc": int(rc) if rc else None,
+                  "seconds": int(os.environ["SECONDS_TAKEN"]), "skipped": not rc,
+                  "closing": [c for c in os.environ["CLOSING"].split(";") if c]}))' >>"$steps_json"
 }
 
 # -- the environment -----------------------------------------------------------------------
@@ -268,22 +274,23 @@ pin() {
 phase_session() {
   local cores gpu
   cores=$(nproc)
-  (
-    pin 0-3
-    phase_mpich
-    phase_impi
-  ) &
-  gpu=$!
   if ((cores > 8)); then
+    (
+      pin 0-3
+      phase_mpich
+      phase_impi
+    ) &
+    gpu=$!
     (
       pin "4-$((cores - 1))"
       CPU_VISIBLE=0 phase_cpu
     )
-  else
     wait "$gpu"
+  else  # too few cores to run both at once
+    phase_mpich
+    phase_impi
     CPU_VISIBLE=0 phase_cpu
   fi
-  wait "$gpu"
   phase_bench
 }
 
@@ -312,16 +319,16 @@ case $phase in
     exit 2
     ;;
 esac
-if [[ $phase == bench || $phase == session || $phase == all || $phase == dry-run ]]; then
-  # The benchmark tables, from the logs, in one file.
-  grep -hE "^ +[0-9]+  |ranks, .*median|beat staging|overhead at 1 MB" "$log" >"$OUT/bench-tables-$name.txt"
-fi
+# The benchmark tables, from the log, in one file (phases that ran the bench).
+tables=$OUT/bench-tables-$name.txt
+grep -hE "^ +[0-9]+  |ranks, .*median|beat staging|overhead at 1 MB" "$log" >"$tables" ||
+  rm -f "$tables"
 note "done in $(($(date +%s) - start)) s"
 "$PYTHON" - "$steps_json" "$OUT/summary-$name.json" "$name" "$(($(date +%s) - start))" <<'PY'
 import json, sys
 steps = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-failed = [s["label"] for s in steps if s.get("rc") not in (0, None)]
-skipped = [s["label"] for s in steps if s.get("skipped")]
+failed = [s["label"] for s in steps if s["rc"] not in (0, None)]
+skipped = [s["label"] for s in steps if s["skipped"]]
 json.dump({"phase": sys.argv[3], "seconds": int(sys.argv[4]), "ok": not failed and not skipped,
            "failed": failed, "skipped": skipped, "steps": steps}, open(sys.argv[2], "w"), indent=1)
 PY

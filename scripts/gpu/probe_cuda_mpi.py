@@ -62,14 +62,9 @@ def reference(dtype: str, n: int, op: str) -> np.ndarray:
 def allreduce(dtype: str, n: int, op: str, in_place: bool, nonblocking: bool) -> bool:
     x = cp.asarray(data(dtype, n, RANK))
     mpi_op = getattr(MPI, op)
-    cp.cuda.get_current_stream().synchronize()
-    if in_place:
-        recv = x
-        send: Any = MPI.IN_PLACE
-    else:
-        recv = cp.full_like(x, 99)
-        send = x
-        cp.cuda.get_current_stream().synchronize()
+    send: Any = MPI.IN_PLACE if in_place else x
+    recv = x if in_place else cp.full_like(x, 99)
+    cp.cuda.get_current_stream().synchronize()  # MPI reads the buffers outside CUDA's order
     if nonblocking:
         COMM.Iallreduce(send, recv, mpi_op).Wait()
     else:

@@ -22,11 +22,9 @@ def rounded(nbytes: int, granule: int) -> int:
     ``granule`` (the staging chunk), then a multiple of ``granule``: a 257 MB pack pins 260 MB
     with 4 MB chunks, where powers of two would pin 512 MB."""
     size = MIN_BYTES
-    while size < nbytes and size < granule:
+    while size < min(nbytes, granule):
         size <<= 1
-    if size >= nbytes:
-        return size
-    return -(-nbytes // granule) * granule
+    return size if size >= nbytes else -(-nbytes // granule) * granule
 
 
 class PinnedPool:
