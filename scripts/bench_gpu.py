@@ -10,6 +10,8 @@ median; the device synchronised before the clock stops):
 
 * ``host``: raw mpi4py ``Allreduce`` of host arrays of the same bytes (the host-only collective);
 * ``raw_device``: raw ``Allreduce`` on the device arrays (only where the MPI is CUDA-aware);
+* ``raw_device_in_place``: the same in place (``MPI.IN_PLACE``: what ``cuda_mpi`` does with a
+  packed batch, which all-reduces its pack buffer in place);
 * ``raw_pipeline``: a pinned host buffer, 4 MB chunks copied asynchronously on one stream with
   an event each, each chunk reduced as soon as it landed and copied back on another stream
   (written here, independently of the package's staging backend);
@@ -149,7 +151,9 @@ def size_variants(
         "raw_pipeline": raw_pipeline(comm, MPI, x, y),
     }
     if aware:
+        z = x.copy()
         variants["raw_device"] = synced(lambda: comm.Allreduce(x, y, MPI.SUM))
+        variants["raw_device_in_place"] = synced(lambda: comm.Allreduce(MPI.IN_PLACE, z, MPI.SUM))
     if raw_nccl is not None:
         from cupy.cuda import nccl
 
@@ -165,7 +169,9 @@ def size_variants(
     return variants
 
 
-def collect(quick: bool, max_bytes: int, emit: Callable[[dict[str, Any]], None]) -> list[Any]:
+def collect(
+    quick: bool, min_bytes: int, max_bytes: int, emit: Callable[[dict[str, Any]], None]
+) -> list[Any]:
     """Every size's timings, as rows (``emit`` sees each as it comes)."""
     MPI = _mpi.mpi()
     comm = MPI.COMM_WORLD.Dup()
@@ -177,7 +183,7 @@ def collect(quick: bool, max_bytes: int, emit: Callable[[dict[str, Any]], None])
         for name, (env, impl) in transports(size, aware, raw_nccl is not None).items()
     ]
     rows: list[dict[str, Any]] = []
-    for nbytes in [s for s in SIZES if s <= max_bytes]:
+    for nbytes in [s for s in SIZES if min_bytes <= s <= max_bytes]:
         variants = size_variants(comm, MPI, nbytes, aware, raw_nccl, ours)
         iters, warmup = _iters(nbytes, quick)
         timings = measure(comm, variants, min(iters, 500), warmup)
@@ -199,7 +205,7 @@ def _row(
 ) -> dict[str, Any]:
     name = variant[variant.find("[") + 1 : -1] if "[" in variant else ""
     chosen = next((o.transport for o in ours if o.name == name), "")
-    baseline = BASELINE.get(chosen, "")
+    baseline = "raw_device" if variant == "raw_device_in_place" else BASELINE.get(chosen, "")
     if name == "auto" and chosen != "nccl":  # the target: within 1.1x of the faster transport
         kind = variant[: variant.find("[")]
         faster = [f"{kind}[{t}]" for t in ("staging", "cuda_mpi") if f"{kind}[{t}]" in timings]
@@ -258,6 +264,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
+    parser.add_argument("--min-bytes", type=int, default=SIZES[0])
     parser.add_argument("--max-bytes", type=int, default=SIZES[-1])
     parser.add_argument("--json", default=None, help="write every row to this file (rank 0)")
     args = parser.parse_args(argv)
@@ -267,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             print(json.dumps(row), flush=True)
 
-    rows = collect(args.quick, args.max_bytes, emit)
+    rows = collect(args.quick, args.min_bytes, args.max_bytes, emit)
     if rank == 0:
         print(table(rows), flush=True)
         if args.json:

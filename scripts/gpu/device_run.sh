@@ -24,7 +24,9 @@
 #                gathers, broadcasts on device pointers, a crash costing one case), then
 #                `make test-gpu` under Intel MPI with I_MPI_OFFLOAD=1 (cuda_mpi) at 1, 2, 4 ranks,
 #                without the training tests (they ran under mpich); `mwms-mpi info`.
-#   bench        scripts/bench_gpu.py at 2 ranks under both MPIs and at 1 rank (NCCL).
+#   bench        scripts/bench_gpu.py at 2 ranks under both MPIs and at 1 rank (NCCL);
+#                BENCH_MPIS (default "mpich impi nccl") picks some, BENCH_ARGS passes options
+#                (e.g. "--min-bytes 16777216 --max-bytes 67108864").
 #   cpu          the CPU suites (tests/mpi, tf_parity) at 8 and 16 ranks (GPU hidden), each size
 #                run and reported, and at 2 ranks with the GPU visible.
 #   session      for a session with one call's worth of device time: mpich and impi on cores 0-3
@@ -100,7 +102,7 @@ if ((dry)); then
   V=${V:-/tmp/mwms-device-dry}
   GPU_SIZES=${GPU_SIZES:-"1 2"}
   CPU_SIZES=${CPU_SIZES:-"2"}
-  BENCH_ARGS="--quick --max-bytes 1048576"
+  BENCH_ARGS=${BENCH_ARGS:-"--quick --max-bytes 1048576"}
   export MWMS_TEST_FAKE_CUPY=1
   RUN_PY="$V/bin/python $root/tests/support/fake_cupy_run.py"  # the fake CuPy first
   offload=0
@@ -112,7 +114,7 @@ else
   V=${V:-/tmp/mwms-device}
   GPU_SIZES=${GPU_SIZES:-"1 2 4"}
   CPU_SIZES=${CPU_SIZES:-"8 16"}
-  BENCH_ARGS=""
+  BENCH_ARGS=${BENCH_ARGS:-}
   RUN_PY="$V/bin/python -m mwms_mpi.run"
   offload=1
   aware=""
@@ -236,18 +238,20 @@ phase_impi() {
 }
 
 phase_bench() {
+  local mpis=${BENCH_MPIS:-"mpich impi nccl"}  # a subset reruns one (e.g. BENCH_MPIS=impi)
   # shellcheck disable=SC2086  # RUN_PY is a command line, BENCH_ARGS words
-  step "bench_gpu, mpich wheel, 2 ranks" 150 \
+  [[ $mpis == *mpich* ]] && step "bench_gpu, mpich wheel, 2 ranks" 150 \
     mpich "$V/bin/mpiexec" -n 2 $RUN_PY scripts/bench_gpu.py $BENCH_ARGS \
     --json "$OUT/bench-mpich-2.json"
   # shellcheck disable=SC2086
-  step "bench_gpu, Intel MPI offload=$offload, 2 ranks" 150 \
+  [[ $mpis == *impi* ]] && step "bench_gpu, Intel MPI offload=$offload, 2 ranks" 150 \
     impi "$I/bin/mpiexec.hydra" -n 2 $RUN_PY scripts/bench_gpu.py $BENCH_ARGS \
     --json "$OUT/bench-impi-2.json"
   # shellcheck disable=SC2086
-  step "bench_gpu, 1 rank (NCCL)" 90 \
+  [[ $mpis == *nccl* ]] && step "bench_gpu, 1 rank (NCCL)" 90 \
     mpich "$V/bin/mpiexec" -n 1 $RUN_PY scripts/bench_gpu.py $BENCH_ARGS \
     --json "$OUT/bench-nccl-1.json"
+  return 0
 }
 
 # The CPU suites, one step a size (a failure at 8 ranks must not hide 16).
