@@ -64,3 +64,85 @@ def test_an_asynchronous_nccl_error_raises_on_every_rank_and_aborts(tmp_path: Pa
     assert "a peer's connection was lost" in out and "nccl aborted" in out, result.describe()
     assert "NO ERROR" not in out and "USABLE AFTER" not in out, result.describe()
     assert not result.killed  # the deadline's poll found the error: no hang
+
+
+FIRST_CALL = textwrap.dedent(
+    """
+    import time
+
+    import cupy as cp
+    from mpi4py import MPI
+
+    from mwms_mpi.collective import Op
+    from mwms_mpi.collective.backends.nccl import NcclBackend
+    from mwms_mpi.collective.backends.staging import StagingBackend
+    from mwms_mpi.collective.deadline import Deadline, wait_all
+    from tests.support import fake_nccl
+
+    comm = MPI.COMM_WORLD.Dup()
+    backend = NcclBackend(comm, StagingBackend(MPI, 4 << 20, 16 << 20), None)
+    if comm.rank == 0:  # rank 1 never makes its first NCCL call
+        x = cp.ones(3, cp.float32)
+        started = time.monotonic()
+        first = backend.all_reduce(comm, None, x, Op.SUM, False)
+        done = wait_all([first], Deadline(2.0))
+        took = time.monotonic() - started
+        print(f"rank 0: done={done} after {took:.1f} s, made {len(fake_nccl.communicators())}")
+        MPI.COMM_WORLD.Barrier()
+    else:
+        MPI.COMM_WORLD.Barrier()  # after rank 0 gave up: its barrier may complete now
+        comm.Ibarrier().Wait()
+    comm.Barrier()
+    print(f"rank {comm.rank}: finished", flush=True)
+    """
+)
+
+
+def test_a_first_nccl_call_a_rank_never_makes_ends_at_the_deadline(tmp_path: Path) -> None:
+    # ncclCommInitRank waits for every rank: made inside a call under a deadline, a rank that
+    # never comes would hang the others whatever the deadline said. The first call waits at an
+    # MPI Ibarrier first, polled.
+    program = tmp_path / "first_call.py"
+    program.write_text(FIRST_CALL)
+    env = {"MWMS_TEST_FAKE_CUPY": "1", "MWMS_TEST_FAKE_CUPY_OWN_GPUS": "1"}
+    result = run_mpi(2, [sys.executable, FAKE_RUN, program], timeout=60, env=env)
+    assert not result.killed, result.describe()  # before: rank 0 hung in the id's broadcast
+    assert "rank 0: done=False after 2." in result.output, result.describe()
+    assert "made 0" in result.output, result.describe()  # no NCCL set-up was entered
+    for rank in range(2):
+        assert f"rank {rank}: finished" in result.output, result.describe()
+
+
+QUEUED = textwrap.dedent(
+    """
+    import cupy as cp
+    import numpy as np
+    from mpi4py import MPI
+
+    from mwms_mpi.collective import Op
+    from mwms_mpi.collective.backends.nccl import NcclBackend
+    from mwms_mpi.collective.backends.staging import StagingBackend
+    from mwms_mpi.collective.deadline import Deadline, wait_all
+
+    comm = MPI.COMM_WORLD.Dup()
+    backend = NcclBackend(comm, StagingBackend(MPI, 4 << 20, 16 << 20), None)
+    sizes = (5, 3, 8)  # three calls started before the communicator exists (a batch's packs)
+    xs = [cp.full(n, comm.rank + 1, cp.float32) for n in sizes]
+    calls = [backend.all_reduce(comm, None, x, Op.SUM, False) for x in xs]
+    polled = calls if comm.rank % 2 else calls[::-1]  # the ranks poll in other orders
+    done = wait_all(polled, Deadline(30.0))
+    total = comm.size * (comm.size + 1) // 2
+    ok = done and all(np.array_equal(cp.asnumpy(x), np.full(n, total)) for x, n in zip(xs, sizes))
+    print(f"rank {comm.rank}: ok={ok}", flush=True)
+    backend.close()
+    """
+)
+
+
+def test_calls_started_before_the_nccl_communicator_are_issued_in_order(tmp_path: Path) -> None:
+    program = tmp_path / "queued.py"
+    program.write_text(QUEUED)
+    env = {"MWMS_TEST_FAKE_CUPY": "1", "MWMS_TEST_FAKE_CUPY_OWN_GPUS": "1"}
+    result = run_mpi(2, [sys.executable, FAKE_RUN, program], timeout=60, env=env)
+    for rank in range(2):
+        assert f"rank {rank}: ok=True" in result.output, result.describe()

@@ -3,7 +3,11 @@
 The NCCL communicator is made from the ``Communicator``'s MPI ranks on its first device call:
 rank 0 makes the unique id, MPI broadcasts it (:func:`exchange_unique_id`), every rank joins.
 Every rank is in that call (it was agreed, and its agreed layout names NCCL), so making it
-there is collective, and a numpy program on a GPU cluster never pays for an NCCL set-up. NCCL
+there is collective, and a numpy program on a GPU cluster never pays for an NCCL set-up.
+``ncclCommInitRank`` waits for every rank and cannot be bounded, so under a deadline the first
+call first waits, polled, for every rank at an ``Ibarrier`` (:class:`FirstCall`): a rank that
+never comes is the call's ``DeadlineExceededError``, not a hang in NCCL's set-up. (A rank that
+dies between that barrier and its own ``ncclCommInitRank`` still hangs the others there.) NCCL
 refuses two ranks on one GPU, so ranks sharing one never get here (``transport.py`` found them
 from their PCI bus ids first). Collectives are queued on the caller's current CuPy stream and
 return at once, as TF's NCCL collectives do: later work on that stream sees the result.
@@ -85,6 +89,44 @@ class NcclCompletion:
         self._backend.abort()
 
 
+class FirstCall:
+    """A call under a deadline made before the NCCL communicator exists. Polled, the first one
+    waits for every rank at an MPI ``Ibarrier``, then makes the communicator (every rank is
+    there, so NCCL's set-up cannot wait for one that never comes), issues its call and polls
+    its event; the calls started after it in the same collective (a batch's packs) wait for it
+    to be issued, so every rank issues them in the same order.
+
+    Args:
+      barrier: the ``Ibarrier`` every rank posts at its first device call (``None`` for the
+        calls queued behind it).
+      before: the call queued before this one (``None`` for the first).
+      issue: makes the communicator if needed, issues the call and returns its completion.
+    """
+
+    def __init__(
+        self, barrier: Any, before: FirstCall | None, issue: Callable[[], NcclCompletion]
+    ) -> None:
+        self._barrier = barrier
+        self._before = before
+        self._issue = issue
+        self.issued: NcclCompletion | None = None
+
+    def Test(self) -> bool:
+        """Whether the call has completed (issuing it once its turn came)."""
+        if self.issued is None:
+            if self._before is not None and self._before.issued is None:
+                return False
+            if self._barrier is not None and not self._barrier.Test():
+                return False
+            self.issued = self._issue()
+        return self.issued.Test()
+
+    def abort(self) -> None:
+        """Aborts the NCCL communicator if the call was issued (else nothing was made)."""
+        if self.issued is not None:
+            self.issued.abort()
+
+
 class NcclBackend:
     """Collectives on device arrays over one NCCL communicator, made on first use.
 
@@ -108,6 +150,7 @@ class NcclBackend:
         self._rank, self._size = comm.Get_rank(), comm.Get_size()
         self.device = cupy.cuda.runtime.getDevice() if device is None else int(device)
         self._made: Any = None  # the NCCL communicator, once the first device call made it
+        self._first_calls: FirstCall | None = None  # the last call queued before it was made
         self._types = {k: getattr(nccl, v) for k, v in _NCCL_TYPES.items()}
         self._ops = {k: getattr(nccl, v) for k, v in _NCCL_OPS.items()}
         self._bytes = nccl.NCCL_UINT8
@@ -165,10 +208,25 @@ class NcclBackend:
             self._made.destroy()
         self._staging.close()
 
-    def _after(self, stream: Any, blocking: bool) -> Completion | None:
+    def _start(self, issue: Callable[[Any, Any], None], blocking: bool) -> Completion | None:
+        """``issue(nccl_comm, stream)`` on the current stream: at once when blocking or once the
+        communicator exists (then an event to poll under the deadline), else as a
+        :class:`FirstCall` (the set-up waits for every rank first, polled)."""
+        stream = self._cupy.cuda.get_current_stream()
+
+        def now() -> NcclCompletion:
+            issue(self._comm, stream)
+            return NcclCompletion(stream.record(), self)
+
         if blocking:
+            issue(self._comm, stream)
             return None
-        return NcclCompletion(stream.record(), self)
+        if self._made is None:  # the barrier first; later calls queued behind the last one
+            last = self._first_calls
+            barrier = self._mpi_comm.Ibarrier() if last is None else None
+            self._first_calls = FirstCall(barrier, last, now)
+            return self._first_calls
+        return now()
 
     def all_reduce(
         self, comm: Any, send: Any | None, recv: Any, op: Op, blocking: bool
@@ -179,11 +237,12 @@ class NcclBackend:
             return self._staging.all_reduce(comm, send, recv, op, blocking)
         src = recv if send is None else send
         count = recv.size * (2 if recv.dtype.kind == "c" else 1)
-        stream = self._cupy.cuda.get_current_stream()
-        self._comm.allReduce(
-            src.data.ptr, recv.data.ptr, count, nccl_type, self._ops[op], stream.ptr
-        )
-        return self._after(stream, blocking)
+        nccl_op = self._ops[op]
+
+        def issue(nccl_comm: Any, stream: Any) -> None:
+            nccl_comm.allReduce(src.data.ptr, recv.data.ptr, count, nccl_type, nccl_op, stream.ptr)
+
+        return self._start(issue, blocking)
 
     def all_gatherv(
         self, comm: Any, send: Any, recv: Any, counts: Sequence[int], blocking: bool
@@ -191,34 +250,39 @@ class NcclBackend:
         """Every rank's ``send`` into ``recv``, as bytes: one ``ncclAllGather`` when the
         (agreed) counts are equal, else one ``ncclBroadcast`` per rank in a group."""
         itemsize = recv.dtype.itemsize
-        stream = self._cupy.cuda.get_current_stream()
-        offset = 0
-        nccl_comm = self._comm  # made (if first) before the group: init is not grouped
-        if counts and all(c == counts[0] for c in counts):
-            if counts[0]:
-                nccl_comm.allGather(
-                    send.data.ptr, recv.data.ptr, counts[0] * itemsize, self._bytes, stream.ptr
-                )
-            return self._after(stream, blocking)
-        self._nccl.groupStart()
-        try:
-            for root, count in enumerate(counts):
-                if count:
-                    target = recv.data.ptr + offset * itemsize
-                    source = send.data.ptr if root == self._rank else target
-                    nccl_comm.broadcast(
-                        source, target, count * itemsize, self._bytes, root, stream.ptr
+        nccl = self._nccl
+
+        def issue(nccl_comm: Any, stream: Any) -> None:  # nccl_comm made before any group
+            if counts and all(c == counts[0] for c in counts):
+                if counts[0]:
+                    nccl_comm.allGather(
+                        send.data.ptr, recv.data.ptr, counts[0] * itemsize, self._bytes, stream.ptr
                     )
-                offset += count
-        finally:
-            self._nccl.groupEnd()
-        return self._after(stream, blocking)
+                return
+            offset = 0
+            nccl.groupStart()
+            try:
+                for root, count in enumerate(counts):
+                    if count:
+                        target = recv.data.ptr + offset * itemsize
+                        source = send.data.ptr if root == self._rank else target
+                        nccl_comm.broadcast(
+                            source, target, count * itemsize, self._bytes, root, stream.ptr
+                        )
+                    offset += count
+            finally:
+                nccl.groupEnd()
+
+        return self._start(issue, blocking)
 
     def broadcast(self, comm: Any, buf: Any, root: int, blocking: bool) -> Completion | None:
         """``ncclBroadcast`` of root's ``buf``, in place, as bytes."""
-        stream = self._cupy.cuda.get_current_stream()
-        self._comm.broadcast(buf.data.ptr, buf.data.ptr, buf.nbytes, self._bytes, root, stream.ptr)
-        return self._after(stream, blocking)
+
+        def issue(nccl_comm: Any, stream: Any) -> None:
+            ptr = buf.data.ptr
+            nccl_comm.broadcast(ptr, ptr, buf.nbytes, self._bytes, root, stream.ptr)
+
+        return self._start(issue, blocking)
 
 
 def make(mpi: types.ModuleType, transport: Any, comm: Any, device: int | None) -> NcclBackend:
