@@ -1,8 +1,8 @@
 """The plan step of every collective: arguments checked, the layout, its digest and its buffers.
 
 Each public method is one collective's plan step in the call template (``protocol.py``): it
-checks the call's arguments (raising errors the template refuses on every rank:
-``arguments.py``), chooses the backend of the arrays' kind, and returns the plan with this
+checks the call's arguments (``array_checks.py``: raising errors the template refuses on every
+rank, ``arguments.py``), chooses the backend of the arrays' kind, and returns the plan with this
 rank's value to agree on. A call whose layout this rank has seen costs a dict lookup here
 instead of hashing the layout, validating dtypes and planning packs again. The caches are
 local and change nothing about which MPI calls a rank makes: every call is still agreed
@@ -24,6 +24,12 @@ from mwms_mpi._config import switches
 from mwms_mpi.collective import packing
 from mwms_mpi.collective.agreement import VALUE_LIMIT
 from mwms_mpi.collective.arguments import refusable
+from mwms_mpi.collective.array_checks import (
+    check_device,
+    check_divisor,
+    check_one_kind,
+    check_out,
+)
 from mwms_mpi.collective.backends import CollectiveBackend, select
 from mwms_mpi.collective.dtypes import gatherable, normalize_axis, wire_dtype
 from mwms_mpi.collective.exact import ExactSum, real_dtype
@@ -43,81 +49,6 @@ def device_extra(backend: Any) -> tuple[tuple[str, object], ...]:
     if backend.name == "host":
         return ()
     return (("arrays", _arrays.DEVICE), ("transport", backend.name))
-
-
-def check_one_kind(op_name: str, rank: int, arrays: Sequence[Any]) -> None:
-    """Raises if host and device arrays are mixed in one call on this rank.
-
-    Raises:
-      InvalidArgumentError: naming the first array of each kind.
-    """
-    if not arrays or _arrays.cupy_if_imported() is None:  # no CuPy: every array is numpy
-        return
-    first = _arrays.kind(arrays[0])
-    for i, a in enumerate(arrays):
-        other = _arrays.kind(a)
-        if other != first:
-            raise errors.InvalidArgumentError(
-                None,
-                op_name,
-                f"{op_name} on rank {rank}: host and device arrays mixed in one call (array 0 "
-                f"is {first}, array {i} is {other}); pass all on the host or all on the GPU",
-                rank=rank,
-            )
-
-
-def check_out(out: Any, array: Any, backend: Any, rank: int) -> None:
-    """Raises unless ``out`` can take the all-reduce of ``array`` (``Communicator.all_reduce``'s
-    ``out``): an array of ``array``'s kind, shape and native dtype, writable and C-contiguous,
-    that is ``array`` itself or shares no memory with it (MPI refuses aliased buffers, and a
-    partly overlapping input would be overwritten while it is read).
-
-    Raises:
-      ValueError: naming what is wrong with ``out`` on this rank (refusable).
-    """
-    problem = None
-    if out is array:
-        if not backend.is_sendable(out) or not out.flags.writeable:
-            problem = (
-                "out=array reduces in place, which needs a writable C-contiguous array of "
-                "native byte order"
-            )
-    elif type(out) is not type(array) or not backend.supports(out):
-        problem = (
-            f"out must be an array of the input's kind ({type(array).__name__}), got "
-            f"{type(out).__name__}"
-        )
-    elif out.shape != array.shape or out.dtype != native_dtype(array.dtype):
-        problem = (
-            f"out is {out.dtype}{list(out.shape)}, the result is "
-            f"{native_dtype(array.dtype)}{list(array.shape)}"
-        )
-    elif not out.flags.c_contiguous or not out.flags.writeable:
-        problem = "out must be writable and C-contiguous"
-    elif backend.xp.shares_memory(out, array):
-        problem = (
-            "out shares memory with the input; pass out=array to reduce in place, or a "
-            "separate buffer"
-        )
-    if problem is not None:
-        raise refusable(ValueError(f"all_reduce on rank {rank}: {problem}"))
-
-
-def check_divisor(op_name: str, divisor: int, op: Op, dtypes: Sequence[Any]) -> None:
-    """The one rule of a MEAN's ``divisor`` inside the collective layer: it divides float
-    (and complex) SUMs only, each exact sum before its one rounding.
-
-    Raises:
-      ValueError: for a ``divisor`` other than 1 on anything else (refusable).
-    """
-    if divisor != 1 and (op is not Op.SUM or any(d.kind not in "fc" for d in dtypes)):
-        kinds = ", ".join(sorted({str(d) for d in dtypes}))
-        raise refusable(
-            ValueError(
-                f"{op_name}: divisor={divisor!r} divides float SUMs only, not a {op.value} of "
-                f"{kinds}"
-            )
-        )
 
 
 class ReducePlan(NamedTuple):
@@ -246,6 +177,10 @@ class Plans:
             _remember(self._reduces, key, plan)
         if given:
             check_out(out, array, backend, self._rank)
+        if backend.device is not None:
+            check_device(
+                "all_reduce", self._rank, backend.device, (array, out) if given else (array,)
+            )
         return plan, 0
 
     def addends(
@@ -282,6 +217,8 @@ class Plans:
                 layout = plan.layout._replace(extra=(*plan.layout.extra, ("divisor", divisor)))
                 plan = plan._replace(layout=layout, digest=digest(layout))
             plan = _remember(self._addends, key, plan)
+        if backend.device is not None:  # addends are combined into a buffer on its device
+            check_device("all_reduce", self._rank, backend.device, ())
         return plan, 0
 
     def _reduce_plan(
@@ -327,6 +264,8 @@ class Plans:
             plan = _remember(self._batches, key, self._new_batch(op, arrays, opts, det, backend))
         if divisor != 1:
             check_divisor("batch_all_reduce", divisor, plan.op, [a.dtype for a in arrays])
+        if backend.device is not None:
+            check_device("batch_all_reduce", self._rank, backend.device, arrays)
         return plan, 0
 
     def _new_batch(
@@ -386,6 +325,8 @@ class Plans:
             extra = (("axis", axis), *device_extra(backend))
             layout = Layout("all_gather", "", ((array.dtype.name, (ANY, *rest)),), extra)
             plan = _remember(self._gathers, key, GatherPlan(layout, digest(layout), axis, backend))
+        if backend.device is not None:
+            check_device("all_gather", self._rank, backend.device, (array,))
         return plan, int(array.shape[plan.axis])
 
     def gather_sparse(
@@ -415,6 +356,8 @@ class Plans:
             items = ((values.dtype.name, (ANY, *values.shape[1:])), (indices.dtype.name, (ANY,)))
             layout = Layout("all_gather_sparse", "", items, device_extra(backend))
             plan = _remember(self._gathers, key, GatherPlan(layout, digest(layout), 0, backend))
+        if backend.device is not None:
+            check_device("all_gather_sparse", self._rank, backend.device, (values, indices))
         return plan, int(values.shape[0])
 
     def broadcast(
@@ -440,6 +383,8 @@ class Plans:
             extra = (("root", root), *device_extra(backend))
             layout = Layout("broadcast", "", ((array.dtype.name, array.shape),), extra)
             plan = _remember(self._broadcasts, key, LayoutPlan(layout, digest(layout), backend))
+        if backend.device is not None:
+            check_device("broadcast", self._rank, backend.device, (array,))
         return plan, 0
 
     def barrier(self, opts: CommunicationOptions, *_: Any) -> Planned:

@@ -146,3 +146,39 @@ def test_nccl_for_ranks_sharing_a_gpu_is_refused_on_every_rank(
         assert auto.transport.name in ("cuda_mpi", "staging")
     finally:
         auto.close()
+
+
+def test_an_array_on_another_gpu_than_nccls_is_refused_on_every_rank(
+    cp: types.ModuleType, nccl: Communicator, test_comm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NCCL queues on the current device's stream for its communicator's device: an array on
+    # another GPU (or another current device) was CUDA's invalid-resource-handle on that rank
+    # alone, the others left waiting in NCCL. The plan step refuses it, so every rank raises.
+    from tests.gpu.conftest import FAKE
+
+    if FAKE:
+        from tests.support.fake_cupy import GPUS_ENV
+
+        monkeypatch.setenv(GPUS_ENV, "2")
+    elif cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs per rank")
+    mine = nccl_device = cp.cuda.runtime.getDevice()
+    other = 1 - nccl_device
+    last = test_comm.size - 1
+    seen = []
+    for case in ("array", "current"):
+        with cp.cuda.Device(other if test_comm.rank == last and case == "array" else mine):
+            x = cp.ones(4, cp.float32)
+        try:
+            with cp.cuda.Device(other if test_comm.rank == last and case == "current" else mine):
+                nccl.all_reduce(x, Op.SUM)
+            seen.append("no error")
+        except Exception as exc:
+            seen.append(f"{type(exc).__name__}: {exc}")
+    ok = all(f"on rank {last}" in s for s in seen)
+    if test_comm.rank == last:
+        ok = ok and f"the array is on GPU {other}" in seen[0] and f"on GPU {mine}" in seen[0]
+        ok = ok and f"the current device is GPU {other}" in seen[1]
+    total = cp.asnumpy(nccl.all_reduce(cp.ones(4, cp.float32), Op.SUM))  # still usable
+    ok = ok and bool((total == test_comm.size).all())
+    assert all_ranks_ok(test_comm, ok), seen

@@ -30,6 +30,10 @@ class CollectiveBackend(Protocol):
     errors: tuple[type[Exception], ...]
     """The library's own exceptions beside MPI's (NCCL's ``NcclError``): the communicator
     translates them as it does MPI's (``InternalError``, the communicator poisoned)."""
+    device: int | None
+    """The one CUDA device whose arrays this backend moves, and which must be current (NCCL:
+    its communicator's), checked in each call's plan step; ``None``: any (MPI takes any
+    pointer, staging copies on the array's own device)."""
 
     def supports(self, array: object) -> bool:
         """Whether this backend can run collectives on ``array``."""

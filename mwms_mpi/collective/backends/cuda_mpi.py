@@ -46,6 +46,7 @@ class CudaMPIBackend:
     """
 
     name = "cuda_mpi"
+    device: int | None = None  # MPI takes a pointer on any device
     errors: tuple[type[Exception], ...] = ()  # MPI's are the communicator's already
 
     def __init__(

@@ -18,6 +18,7 @@ class HostBackend:
     """numpy buffers handed to MPI directly (``Allreduce``, ``Allgatherv``, ``Bcast``)."""
 
     name = "host"
+    device: int | None = None
     errors: tuple[type[Exception], ...] = ()  # MPI's are the communicator's already
     xp: Any = np
 

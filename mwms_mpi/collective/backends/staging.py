@@ -103,6 +103,7 @@ class StagingBackend:
     """
 
     name = "staging"
+    device: int | None = None  # copies run on each array's own device
     errors: tuple[type[Exception], ...] = ()  # MPI's are the communicator's already
 
     def __init__(
