@@ -71,7 +71,9 @@ class Communicator:
         the agreed transport's backend for CuPy arrays).
       device: the CUDA device this rank's CuPy arrays live on: ``"current"`` (CuPy's current
         device, if CuPy and a GPU are there), a device number, or ``None`` (no GPU: CuPy
-        arrays, if any, are staged or handed to a CUDA-aware MPI, never to NCCL).
+        arrays, if any, are staged or handed to a CUDA-aware MPI, never to NCCL). Where CuPy
+        is installed, ``"current"`` imports it and initialises CUDA here, where the ranks
+        agree their transport together (docs/gpus.md, "Installing"); ``None`` never does.
 
     Raises:
       RuntimeError: if the launcher started several processes but this MPI world has one.
