@@ -99,6 +99,7 @@ DISTRIBUTE_RANKS: dict[str, int] = {
     "gpus": 0,
     "cross_device_utils": 0,
     "deprecated": 0,
+    "multi_step": 0,
     "cluster_resolver": 0,
     # cross-device reductions and input pipelines, below any strategy class
     "cross_device_ops": 1,

@@ -33,6 +33,7 @@ from mwms_mpi.distribute.input_lib import (
     get_distributed_datasets_from_function,
 )
 from mwms_mpi.distribute.mirrored_run import MirroredReplicaContext, call_for_each_replica
+from mwms_mpi.distribute.multi_step import run_steps_on_iterator
 from mwms_mpi.distribute.replica_context import ReplicaContext
 from mwms_mpi.distribute.variable_creation import (
     create_variable,
@@ -135,6 +136,11 @@ class MirroredExtended(StrategyExtended):
         )
 
     # -- replica execution -------------------------------------------------------------------
+
+    def _experimental_run_steps_on_iterator(
+        self, fn: Callable[[Any, Any], Any], iterator: Any, iterations: int, initial: Any
+    ) -> Any:
+        return run_steps_on_iterator(self._local_results, fn, iterator, iterations, initial)
 
     def _call_for_each_replica(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         gpus = self._gpus

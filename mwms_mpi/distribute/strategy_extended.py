@@ -14,6 +14,7 @@ from typing import Any
 from mwms_mpi import _context, nest
 from mwms_mpi.collective import Communicator
 from mwms_mpi.collective.call_context import api_call
+from mwms_mpi.distribute import deprecated
 from mwms_mpi.distribute._types import StrategyProtocol
 from mwms_mpi.distribute.cross_device_ops import check_pairs
 from mwms_mpi.types import (
@@ -275,6 +276,27 @@ class StrategyExtended:
             return self._call_for_each_replica(fn, args, kwargs or {})
 
     def _call_for_each_replica(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        raise NotImplementedError("must be implemented in descendants")
+
+    def experimental_run_steps_on_iterator(
+        self,
+        fn: Callable[[Any, Any], Any],
+        iterator: Any,
+        iterations: int = 1,
+        initial_loop_values: Any = None,
+    ) -> Any:
+        """Runs ``fn(context, iterator.get_next())`` ``iterations`` times (TF 1.x; "please use
+        ``run`` instead"); returns the ``MultiStepContext`` (``distribute/multi_step.py``)."""
+        _context.require_cross_replica_or_default(self)
+        deprecated.warn_once("StrategyExtended.experimental_run_steps_on_iterator", "Strategy.run")
+        with self._container_strategy().scope():
+            return self._experimental_run_steps_on_iterator(
+                fn, iterator, iterations, initial_loop_values
+            )
+
+    def _experimental_run_steps_on_iterator(
+        self, fn: Callable[[Any, Any], Any], iterator: Any, iterations: int, initial: Any
+    ) -> Any:
         raise NotImplementedError("must be implemented in descendants")
 
     def _group(self, value: Any, name: str | None = None) -> Any:

@@ -170,8 +170,61 @@ def make_numpy_dataset(b: Backend, s: Any) -> Outcomes:
 
 
 def run_steps_on_iterator(b: Backend, s: Any) -> Outcomes:
-    """TestStrategyTest.testExperimentalRunStepsOnIterator: whether the (TF1) method exists."""
-    return {"has": hasattr(s.extended, "experimental_run_steps_on_iterator")}
+    """TestStrategyTest.testExperimentalRunStepsOnIterator: whether the (TF 1.x) method exists,
+    and what it does eagerly (a Python ``while_loop``): the steps it takes from the iterator,
+    last-step outputs reduced or regrouped, non-tensor outputs, the loop values' structure
+    check (last-step outputs without ``initial_loop_values`` of their structure raise)."""
+    out: Outcomes = {"has": hasattr(s.extended, "experimental_run_steps_on_iterator")}
+    local = len(s.extended.worker_devices)
+    it = iter(s.experimental_distribute_dataset(b.data.Dataset.range(40).batch(4)))
+    run = s.extended.experimental_run_steps_on_iterator
+    sum_op = b.ds.ReduceOp.SUM
+
+    def report(name: str, ctx: Any) -> None:
+        out[name] = {
+            "run_op": b.describe(ctx.run_op),
+            "last": {k: b.describe(v) for k, v in ctx.last_step_outputs.items()},
+            "non_tensor": {k: b.describe(v) for k, v in ctx.non_tensor_outputs.items()},
+        }
+
+    def non_tensor(ctx: Any, inputs: Any) -> Any:
+        def step(x: Any) -> Any:
+            ctx.set_non_tensor_output("in_replica", "hello")
+            return x * 2
+
+        ctx.set_non_tensor_output("cross_replica", 7)
+        return s.run(step, args=(inputs,))
+
+    report("non_tensor", run(non_tensor, it, iterations=2))
+
+    def reduced(ctx: Any, inputs: Any) -> Any:
+        def step(x: Any) -> Any:
+            ctx.set_last_step_output(
+                "sum", b.ds.get_replica_context().all_reduce(sum_op, x), sum_op
+            )
+            return x
+
+        return s.run(step, args=(inputs,))
+
+    initial = {"sum": b.constant([0, 0], "int64")}
+    report("reduced", run(reduced, it, iterations=2, initial_loop_values=initial))
+
+    def regrouped(ctx: Any, inputs: Any) -> Any:
+        result = s.run(lambda x: x + 1, args=(inputs,))
+        ctx.set_last_step_output("raw", result)
+        return result
+
+    zeros = {"raw": [b.constant([0, 0], "int64") for _ in range(local)]}
+    report("regrouped", run(regrouped, it, iterations=1, initial_loop_values=zeros))
+    out["no_initial_values"] = b.outcome(lambda: run(regrouped, it, iterations=1))
+    out["zero_iterations"] = b.outcome(lambda: run(regrouped, it, 0, zeros).last_step_outputs)
+
+    def unreduced_in_replica(ctx: Any, inputs: Any) -> Any:
+        return s.run(lambda x: ctx.set_last_step_output("x", x), args=(inputs,))
+
+    out["replica_without_reduce_op"] = b.outcome(lambda: run(unreduced_in_replica, it))
+    out["next"] = b.outcome(lambda: it.get_next())
+    return out
 
 
 def reduce_to(b: Backend, s: Any) -> Outcomes:
@@ -357,9 +410,6 @@ FAILING = {
     _T + "testExperimentalMakeNumpyDataset": "deliberate: Strategy.experimental_make_numpy_dataset "
     "is kept as a warning alias (docs/architecture.md, 'Older names'; TF 2.21's Strategy has "
     "none: AttributeError; it is StrategyV1's)",
-    _T + "testExperimentalRunStepsOnIterator": "extended.experimental_run_steps_on_iterator "
-    "does not exist (TF's Mirrored/MWMS extended inherit it from StrategyExtendedV1: a TF 1.x "
-    "graph loop, a while_loop over a MultiStepContext; not ported)",
 }
 
 test_m2, test_mwms = parity_tests(SCENARIOS, __file__, FAILING)
