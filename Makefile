@@ -132,9 +132,16 @@ test-gpu: venv-exists
 	if [ -n "$$failed" ]; then echo "== test-gpu failed:$$failed" >&2; exit 1; fi
 
 # The GPU suites over tests/support/fake_cupy.py, on any machine: the package's handling of
-# device arrays (kinds, agreed transports, placement, results on their device), not CUDA.
+# device arrays (kinds, agreed transports, placement, results on their device, the streams and
+# events that order them), not CUDA. Then the MPI suite again through cuda_mpi (the fake's
+# memory is host memory, which any MPI reads): a device buffer handed to MPI before its
+# stream was synchronised holds the fake's old or poison bytes, and the numbers are wrong.
+FAKE_CUDA_MPI = MWMS_TEST_FAKE_CUPY=1 MWMS_MPI_CUDA_AWARE=1 MWMS_MPI_CUDA_MPI_MIN_BYTES=0 \
+  MWMS_TEST_EXPECT_TRANSPORT=cuda_mpi
 test-gpu-fake: venv-exists
 	$(MAKE) --no-print-directory -f $(SELF) test-gpu MPI=$(MPI) GPU_SIZES="1 2" GPU_ENV=MWMS_TEST_FAKE_CUPY=1
+	$(MAKE) --no-print-directory -f $(SELF) test-gpu MPI=$(MPI) GPU_SIZES=2 GPU_TRAINING=0 \
+	  GPU_ENV="$(FAKE_CUDA_MPI)"
 
 # The wheels the GPU machine lacks (mpich, pytest-mpi) and a trimmed Intel MPI, into the
 # git-ignored .device/ that the device tool carries (scripts/gpu/device_run.sh says how).

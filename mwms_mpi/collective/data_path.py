@@ -83,6 +83,9 @@ class DataPath:
         xp = plan.backend.xp
         recv = plan.results()
         combine = getattr(xp, COMBINE_NAMES[plan.op])
+        if _arrays.is_device_array(recv):  # replicas on other GPUs: copies ordered after them
+            device = recv.device
+            addends = [a if a.device == device else _arrays.onto(a, device) for a in addends]
         if len(addends) == 1:
             xp.copyto(recv, addends[0])
         else:

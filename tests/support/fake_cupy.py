@@ -13,7 +13,14 @@ value where it belongs fails here too.
 call order across ranks, streams and groups, and moves the data over MPI. Its results are queued
 on CUDA-like streams (``fake_streams.py``): array operations here run at once, on the current
 stream, after what is queued there, so a result read on a stream that was not ordered after it
-is stale. Every process's GPU 0 has one PCI bus id, so ranks on one host share a GPU (and NCCL
+is stale. Every write to fake device memory is deferred the same way (:func:`_written_later`):
+computed at once from inputs the current stream is ordered after, it lands in the array's
+memory only when its stream runs, and until then a reader not ordered after that stream (MPI
+handed the array's memory, a copy on another stream) sees the bytes that were there before, or
+a poison pattern (``0xA5`` bytes) in memory just allocated. So a deleted ``synchronize()`` before
+MPI reads a device buffer, or a copy not ordered after the work that wrote its source, gives a
+wrong number here as it may on a GPU. ``get()`` and ``asnumpy`` (blocking) wait for the stream,
+as CuPy's do. Every process's GPU 0 has one PCI bus id, so ranks on one host share a GPU (and NCCL
 refuses them) unless :func:`own_gpus` (or ``MWMS_TEST_FAKE_CUPY_OWN_GPUS=1``) gives each rank
 its own.
 """
@@ -38,6 +45,48 @@ OWN_GPUS_ENV = "MWMS_TEST_FAKE_CUPY_OWN_GPUS"  # "1": each rank's GPUs are its o
 _own = [os.environ.get(OWN_GPUS_ENV) == "1"]
 _current_id = fake_streams.current_device
 _touch = fake_streams.before_access  # before an operation on a stream (default: the current)
+POISON = 0xA5  # the byte of fake device memory allocated and not yet written by its stream
+
+
+def _poison(array: np.ndarray) -> None:
+    """Fills ``array`` (any layout) with the poison byte pattern."""
+    array[...] = np.frombuffer(bytes([POISON]) * array.dtype.itemsize, dtype=array.dtype)[0]
+
+
+def _written_later(target: np.ndarray, new: np.ndarray, old: np.ndarray | None) -> None:
+    """Makes ``new`` (the values a device operation computed for ``target``, a plain view of
+    fake device memory) land when the current stream runs: until then ``target`` holds
+    ``old``, or poison where ``old`` is ``None`` (memory just allocated)."""
+    staged = np.array(new, copy=True)
+    if old is None:
+        _poison(target)
+    else:
+        np.copyto(target, old)
+    fake_streams.enqueue(fake_streams.current_stream(), lambda: np.copyto(target, staged))
+
+
+def _fresh(result: Any, inputs: Any) -> Any:
+    """A device operation's result: new memory (sharing none with a fake input) is written
+    later (poison until then); a view of an input is returned as it is."""
+    if type(result) is not ndarray:
+        return result
+    plain = result.view(np.ndarray)
+    for value in inputs:
+        if isinstance(value, np.ndarray) and np.may_share_memory(plain, value):
+            return result
+    _written_later(plain, plain, None)
+    return result
+
+
+@contextlib.contextmanager
+def _in_place(*targets: Any) -> Iterator[None]:
+    """A device operation writing into ``targets`` (fake arrays): run at once, its values
+    landing when the current stream runs (the targets hold their old values until then)."""
+    plains = [t.view(np.ndarray) for t in targets]
+    olds = [p.copy() for p in plains]
+    yield
+    for plain, old in zip(plains, olds, strict=True):
+        _written_later(plain, plain, old)
 
 
 def _device_count() -> int:
@@ -78,10 +127,13 @@ class ndarray(np.ndarray):
             raise TypeError(f"Unsupported type {np.ndarray} (fake cupy: a host array mixed in)")
         _touch()
         plain = [a.view(np.ndarray) if isinstance(a, ndarray) else a for a in inputs]
-        if "out" in kwargs:
-            kwargs["out"] = tuple(o.view(np.ndarray) for o in kwargs["out"])
-        result = getattr(ufunc, method)(*plain, **kwargs)
-        return _wrap(result)
+        outs = kwargs.get("out", ())
+        if outs:
+            kwargs["out"] = tuple(o.view(np.ndarray) for o in outs)
+            with _in_place(*outs):
+                getattr(ufunc, method)(*plain, **kwargs)
+            return outs[0] if len(outs) == 1 else outs
+        return _fresh(_wrap(getattr(ufunc, method)(*plain, **kwargs)), plain)
 
     @property
     def device(self) -> Device:
@@ -89,7 +141,13 @@ class ndarray(np.ndarray):
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         _touch()
-        return super().__array_function__(func, types, args, kwargs)
+        inputs = [*args, *kwargs.values()]
+        out = kwargs.get("out")
+        if isinstance(out, ndarray):
+            with _in_place(out):
+                return super().__array_function__(func, types, args, kwargs)
+        result = super().__array_function__(func, types, args, kwargs)
+        return _fresh(result, [a.view(np.ndarray) for a in inputs if isinstance(a, ndarray)])
 
     def __getitem__(self, key: Any) -> Any:
         _touch()
@@ -97,7 +155,8 @@ class ndarray(np.ndarray):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         _touch()
-        super().__setitem__(key, value)
+        with _in_place(self):
+            super().__setitem__(key, value)
 
     @property
     def data(self) -> Any:
@@ -108,8 +167,13 @@ class ndarray(np.ndarray):
     def get(
         self, stream: Any = None, order: str = "C", out: Any = None, blocking: bool = True
     ) -> Any:
-        _touch(stream)  # a copy on that stream (default: the current one), after its work
         host = self.view(np.ndarray)
+        if not blocking and out is not None:  # queued on that stream: lands when it runs
+            queue = fake_streams.current_stream() if stream is None else stream
+            fake_streams.enqueue(queue, lambda: np.copyto(out, host))
+            return out
+        # a copy on that stream (default: the current one of the array's device), after its work
+        _touch(fake_streams.current_stream(self._device_id) if stream is None else stream)
         if out is None:
             return np.array(host, order=order)
         np.copyto(out, host)
@@ -118,19 +182,26 @@ class ndarray(np.ndarray):
     def set(self, arr: Any, stream: Any = None) -> None:
         if isinstance(arr, ndarray):
             raise TypeError("fake cupy: set() takes a host array")
-        _touch(stream)
-        np.copyto(self.view(np.ndarray), arr)
+        # queued on that stream (default: the current one), reading the host buffer when it
+        # runs (CuPy's copy from pinned memory is asynchronous)
+        target = self.view(np.ndarray)
+        queue = fake_streams.current_stream() if stream is None else stream
+        fake_streams.enqueue(queue, lambda: np.copyto(target, arr))
 
     def astype(
         self, dtype: Any, order: str = "K", casting: Any = None, copy: bool = True, **kw: Any
     ) -> Any:
         _touch()
-        out = self.view(np.ndarray).astype(dtype, order=order, copy=copy)
-        return out if out is self.view(np.ndarray) and not copy else _wrap(out, self._device_id)
+        plain = self.view(np.ndarray)
+        out = plain.astype(dtype, order=order, copy=copy)
+        if out is plain:  # copy=False and nothing to convert: the array itself, as CuPy's
+            return self
+        return _fresh(_wrap(out, self._device_id), [plain])
 
     def copy(self, order: str = "C") -> Any:
         _touch()
-        return _wrap(self.view(np.ndarray).copy(order=order), self._device_id)
+        plain = self.view(np.ndarray)
+        return _fresh(_wrap(plain.copy(order=order), self._device_id), [plain])
 
     def item(self, *args: Any) -> Any:
         _touch()
@@ -220,29 +291,42 @@ class _Cupy(types.ModuleType):
             out = kwargs.get("out")
             if out is not None:
                 kwargs["out"] = out.view(np.ndarray)
-            result = found(*_host(args), **kwargs)
-            return out if out is not None else _wrap(result)
+                with _in_place(out):
+                    found(*_host(args), **kwargs)
+                return out
+            plain = _host(args)
+            return _fresh(_wrap(found(*plain, **kwargs)), _arrays_in(plain))
 
         return call
+
+
+def _arrays_in(values: Any) -> list[np.ndarray]:
+    """The arrays among ``values`` (nested in lists and tuples too)."""
+    if isinstance(values, np.ndarray):
+        return [values]
+    if isinstance(values, list | tuple):
+        return [a for v in values for a in _arrays_in(v)]
+    return []
 
 
 def _asarray(value: Any, dtype: Any = None) -> Any:
     _touch()
     if isinstance(value, ndarray) and value._device_id == _current_id():
         return value if dtype is None else value.astype(dtype, copy=False)
-    return _wrap(np.array(_host(value), dtype=dtype))
+    return _fresh(_wrap(np.array(_host(value), dtype=dtype)), [])
 
 
 def _array(value: Any, dtype: Any = None, copy: bool = True) -> Any:
     _touch()
-    return _wrap(np.array(_host(value), dtype=dtype, copy=True))
+    return _fresh(_wrap(np.array(_host(value), dtype=dtype, copy=True)), [])
 
 
 def _copyto(dst: Any, src: Any, casting: str = "same_kind") -> None:
     if type(src) is np.ndarray:
         raise TypeError("fake cupy: copyto from a host array")
     _touch()
-    np.copyto(dst.view(np.ndarray), _host(src), casting=casting)
+    with _in_place(dst):
+        np.copyto(dst.view(np.ndarray), _host(src), casting=casting)
 
 
 def _asnumpy(value: Any, stream: Any = None) -> Any:
