@@ -144,6 +144,25 @@ def reduce_mean(b: Backend, s: Any) -> Outcomes:
     )
 
 
+def _reduce_axes(op: str) -> Any:
+    def scenario(b: Backend, s: Any) -> Outcomes:
+        """TestStrategyTest.testReduce{Mean,Sum}Axis: a host [[1, 2], [3, 4]] reduced over no
+        axis, axis 0 and axes (0, 1), in and out of the scope."""
+        reduce_op = getattr(b.ds.ReduceOp, op)
+        x = b.constant([[1.0, 2.0], [3.0, 4.0]])
+        return {
+            str(axis): _in_and_out_of_scope(b, s, lambda axis=axis: s.reduce(reduce_op, x, axis))
+            for axis in (None, 0, (0, 1))
+        }
+
+    return scenario
+
+
+def default_is_strategy(b: Backend, s: Any) -> Outcomes:
+    """DefaultDistributionStrategyTest.testV2: the default strategy is a ``Strategy``."""
+    return {"is_strategy": isinstance(b.ds.get_strategy(), b.ds.Strategy)}
+
+
 def string_ops(b: Backend, s: Any) -> Outcomes:
     """TestStrategyTest.testReductions_acceptStringOps: "mean"/"MEAN"/"sum"/"SUM" through
     reduce, reduce_to and batch_reduce_to."""
@@ -389,6 +408,8 @@ SCENARIOS = {
     _T + "testSameScopeNesting": same_scope_nesting,
     _T + "testMakeInputFnIterator": make_input_fn_iterator,
     _T + "testReduce": reduce_mean,
+    _T + "testReduceMeanAxis": _reduce_axes("MEAN"),
+    _T + "testReduceSumAxis": _reduce_axes("SUM"),
     _T + "testReductions_acceptStringOps": string_ops,
     _T + "testExperimentalMakeNumpyDataset": make_numpy_dataset,
     _T + "testExperimentalRunStepsOnIterator": run_steps_on_iterator,
@@ -401,6 +422,7 @@ SCENARIOS = {
     _D + "testExperimentalRunV2": default_run_v2,
     _D + "testDistributedDatasets": default_distributed_datasets,
     _D + "testDistributedDatasetsFromFunction": default_datasets_from_function,
+    _D + "testV2": default_is_strategy,
     "InputContextTest.testProperties": input_context_properties,
     "InputContextTest.testPerReplicaBatchSize": input_context_batch_size,
     "InputContextTest.testStr": input_context_str,
