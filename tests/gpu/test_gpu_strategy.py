@@ -158,6 +158,26 @@ def test_mirrored_variables_live_on_the_gpu(strategy: Any, cp: Any, test_comm: A
     assert all_ranks_ok(test_comm, ok)
 
 
+def test_scatters_and_the_loss_helper_stay_on_the_gpu(
+    strategy: Any, cp: Any, test_comm: Any
+) -> None:
+    # Both take a device path of their own (rows applied one by one; CuPy's namespace): under
+    # the fake, whose arrays are numpy arrays underneath, they once took the host path instead.
+    with strategy.scope():
+        v = mwms_mpi.Variable(cp.asarray(np.arange(12.0).reshape(4, 3)))
+    delta = mwms_mpi.IndexedSlices(
+        cp.asarray(np.ones((3, 3))), cp.asarray(np.array([0, 2, 0])), dense_shape=(4, 3)
+    )
+    want = np.arange(12.0).reshape(4, 3)
+    np.add.at(want, [0, 2, 0], np.ones((3, 3)))
+    v.scatter_add(delta)
+    ok = _on_device(cp, v.read_value(), want)
+    per_example = cp.asarray(np.arange(4.0))
+    loss = mwms_mpi.nn.compute_average_loss(per_example, global_batch_size=8)
+    ok = ok and _on_device(cp, loss, np.float64(6.0 / 8))
+    assert all_ranks_ok(test_comm, ok)
+
+
 def test_sync_on_read_variables_aggregate_on_the_gpu(
     strategy: Any, cp: Any, test_comm: Any
 ) -> None:

@@ -211,6 +211,14 @@ class ndarray(np.ndarray):
         _touch()
         return self.view(np.ndarray).tobytes(order)
 
+    def __repr__(self) -> str:  # CuPy's waits for the stream, as any read by the host does
+        _touch(fake_streams.current_stream(self._device_id))
+        return super().__repr__()
+
+    def __str__(self) -> str:
+        _touch(fake_streams.current_stream(self._device_id))
+        return super().__str__()
+
     def __float__(self) -> float:
         _touch()
         return float(self.view(np.ndarray))
@@ -221,7 +229,10 @@ class ndarray(np.ndarray):
 
 
 def _wrap(result: Any, device: int | None = None) -> Any:
-    """numpy results as device arrays (of ``device``, else the current one)."""
+    """numpy results as device arrays (of ``device``, else the current one); a numpy scalar
+    becomes a 0-d device array, as CuPy's reductions return."""
+    if isinstance(result, np.generic):
+        result = np.asarray(result)
     if type(result) is np.ndarray:
         out = result.view(ndarray)
         out._device_id = _current_id() if device is None else device
