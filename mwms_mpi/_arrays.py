@@ -2,9 +2,9 @@
 
 A CuPy array can only exist once ``cupy`` has been imported, so ``sys.modules`` answers "is
 this a device array" for free, never importing it (``import mwms_mpi`` does not either; when a
-communicator imports it: docs/gpus.md, "Installing"). Every layer that must treat an array by its kind (the collectives, the values,
-the optimizers, checkpoints) asks here, and writes its arithmetic once against
-:func:`array_module` of its inputs.
+communicator imports it: docs/gpus.md, "Installing"). Every layer that must treat an array by
+its kind (the collectives, the values, the optimizers, checkpoints) asks here, and writes its
+arithmetic once against :func:`array_module` of its inputs.
 """
 
 from __future__ import annotations
