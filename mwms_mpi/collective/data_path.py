@@ -84,8 +84,7 @@ class DataPath:
         recv = plan.results()
         combine = getattr(xp, COMBINE_NAMES[plan.op])
         if _arrays.is_device_array(recv):  # replicas on other GPUs: copies ordered after them
-            device = recv.device
-            addends = [a if a.device == device else _arrays.onto(a, device) for a in addends]
+            addends = [_arrays.like(a, recv) for a in addends]
         if len(addends) == 1:
             xp.copyto(recv, addends[0])
         else:

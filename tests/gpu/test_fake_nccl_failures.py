@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,15 @@ from tests.support.launch import run_mpi
 pytestmark = pytest.mark.skipif(not FAKE, reason="tests the NCCL double of the fake CuPy")
 
 FAKE_RUN = str(Path(__file__).resolve().parents[1] / "support" / "fake_cupy_run.py")
+
+
+def _run(tmp_path: Path, name: str, program: str, timeout: int) -> Any:
+    """``program`` at 2 ranks over the fake CuPy, a GPU of its own per rank, in its own job."""
+    path = tmp_path / name
+    path.write_text(program)
+    env = {"MWMS_TEST_FAKE_CUPY": "1", "MWMS_TEST_FAKE_CUPY_OWN_GPUS": "1"}
+    return run_mpi(2, [sys.executable, FAKE_RUN, path], timeout=timeout, env=env)
+
 
 PROGRAM = textwrap.dedent(
     """
@@ -53,10 +63,7 @@ PROGRAM = textwrap.dedent(
 
 
 def test_an_asynchronous_nccl_error_raises_on_every_rank_and_aborts(tmp_path: Path) -> None:
-    program = tmp_path / "async_error.py"
-    program.write_text(PROGRAM)
-    env = {"MWMS_TEST_FAKE_CUPY": "1", "MWMS_TEST_FAKE_CUPY_OWN_GPUS": "1"}
-    result = run_mpi(2, [sys.executable, FAKE_RUN, program], timeout=120, env=env)
+    result = _run(tmp_path, "async_error.py", PROGRAM, timeout=120)
     out = result.output
     for rank in range(2):
         assert f"rank {rank}: InternalError [" in out, result.describe()
@@ -102,10 +109,7 @@ def test_a_first_nccl_call_a_rank_never_makes_ends_at_the_deadline(tmp_path: Pat
     # ncclCommInitRank waits for every rank: made inside a call under a deadline, a rank that
     # never comes would hang the others whatever the deadline said. The first call waits at an
     # MPI Ibarrier first, polled.
-    program = tmp_path / "first_call.py"
-    program.write_text(FIRST_CALL)
-    env = {"MWMS_TEST_FAKE_CUPY": "1", "MWMS_TEST_FAKE_CUPY_OWN_GPUS": "1"}
-    result = run_mpi(2, [sys.executable, FAKE_RUN, program], timeout=60, env=env)
+    result = _run(tmp_path, "first_call.py", FIRST_CALL, timeout=60)
     assert not result.killed, result.describe()  # before: rank 0 hung in the id's broadcast
     assert "rank 0: done=False after 2." in result.output, result.describe()
     assert "made 0" in result.output, result.describe()  # no NCCL set-up was entered
@@ -140,9 +144,6 @@ QUEUED = textwrap.dedent(
 
 
 def test_calls_started_before_the_nccl_communicator_are_issued_in_order(tmp_path: Path) -> None:
-    program = tmp_path / "queued.py"
-    program.write_text(QUEUED)
-    env = {"MWMS_TEST_FAKE_CUPY": "1", "MWMS_TEST_FAKE_CUPY_OWN_GPUS": "1"}
-    result = run_mpi(2, [sys.executable, FAKE_RUN, program], timeout=60, env=env)
+    result = _run(tmp_path, "queued.py", QUEUED, timeout=60)
     for rank in range(2):
         assert f"rank {rank}: ok=True" in result.output, result.describe()
