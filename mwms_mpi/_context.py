@@ -477,18 +477,23 @@ def require_replica_context(replica_ctx: Any) -> None:
     )
 
 
-@contextlib.contextmanager
-def enter_or_assert_strategy(strategy: Any) -> Iterator[None]:
+_IN_SCOPE_ALREADY: AbstractContextManager[Any] = contextlib.nullcontext()
+
+
+def enter_or_assert_strategy(strategy: Any) -> AbstractContextManager[Any]:
     """Enters ``strategy``'s scope outside any strategy; inside one, asserts it is ``strategy``.
 
+    Used as ``with enter_or_assert_strategy(s):``. A plain function returning the scope (or a
+    shared no-op context when ``strategy`` is current already), not a generator context: every
+    variable read and assign asks it, and a generator's frames cost several of them per call.
+
     Raises:
-      RuntimeError: inside another strategy's scope (TF's "Mixing different" error).
+      RuntimeError: inside another strategy's scope (TF's "Mixing different" error), raised
+        by the call itself, before the ``with`` block is entered.
     """
     entry = current()
     if entry.strategy is get_default().strategy:
-        with strategy.scope():
-            yield
-        return
+        return strategy.scope()
     if entry.strategy is not strategy:
         raise _wrong_strategy_scope(strategy, entry)
-    yield
+    return _IN_SCOPE_ALREADY

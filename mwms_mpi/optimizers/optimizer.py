@@ -6,6 +6,11 @@
 update to every copy of each variable, so mirrored variables stay bitwise equal. Slot variables
 (momentum, moments) are made in the strategy's scope on first use, so they are mirrored too.
 
+Keras calls ``extended.update`` once per variable. Where no update can fail half way (dense
+gradients of their variables' shapes and dtypes) one ``extended.update`` applies them all, each
+device's copies in one call: the same arithmetic in the same order on each copy, so the same
+bits, at about half the cost of the per-variable machinery (``docs/benchmarks.md``).
+
 Checkpoints: the step counter and the slots are saved as ``iterations`` and ``slots/<i>`` (in
 creation order, as Keras saves ``_variables/<i>``). A checkpoint restored before they exist
 (the usual order: build the model, restore, train) keeps their values, and the optimizer hands
@@ -24,7 +29,7 @@ from mwms_mpi import _context
 from mwms_mpi._arrays import array_module, as_dtype
 from mwms_mpi.train import _deferred
 from mwms_mpi.types import ReduceOp, VariableAggregation
-from mwms_mpi.values import IndexedSlices
+from mwms_mpi.values import IndexedSlices, PerReplica
 from mwms_mpi.values.distributed_variable import DistributedVariable
 from mwms_mpi.values.indexed_slices import to_dense
 from mwms_mpi.values.variables import Variable
@@ -35,6 +40,32 @@ def dense_grad(grad: Any, dtype: Any) -> Any:
     if isinstance(grad, IndexedSlices):
         grad = to_dense(grad)
     return as_dtype(grad, dtype)
+
+
+def _updatable_together(
+    strategy: Any, variables: Sequence[Any], reduced: Sequence[Any], counter: Any
+) -> bool:
+    """Whether one ``extended.update`` can apply every gradient, and count the step, at once.
+
+    Yes when the variables and the step counter are distributed variables of ``strategy``
+    (mirrored on its devices) and every summed gradient is dense, of its variable's shape and
+    dtype: then no update can fail half way. Anything else goes one variable at a time, as
+    Keras does, so that an error is raised where it always was, before any copy of a later
+    variable changed, never between two copies of one variable.
+    """
+    if not variables:
+        return False
+    for var in (counter, *variables):
+        if not isinstance(var, DistributedVariable) or var.distribute_strategy is not strategy:
+            return False
+    for var, grad in zip(variables, reduced, strict=True):
+        first = strategy.experimental_local_results(grad)[0]
+        if isinstance(first, IndexedSlices) or not (
+            getattr(first, "dtype", None) == var.dtype
+            and tuple(getattr(first, "shape", ())) == tuple(var.shape)
+        ):
+            return False
+    return True
 
 
 def _require_scope(strategy: Any, variables: Sequence[Any]) -> None:
@@ -127,6 +158,9 @@ class Optimizer:
         self._build(strategy, variables)
         reduced = strategy.extended.batch_reduce_to(ReduceOp.SUM, list(pairs))
         step = int(np.asarray(self._iterations.numpy())) + 1
+        if _updatable_together(strategy, variables, reduced, self._iterations):
+            self._update_together(strategy, variables, reduced, step)
+            return self._iterations
         for grad, var in zip(reduced, variables, strict=True):
             strategy.extended.update(
                 var,
@@ -135,8 +169,47 @@ class Optimizer:
                 kwargs={"step": step},
                 group=False,
             )
-        self._iterations.assign_add(np.int64(1))
+        self._iterations.assign_add(np.int64(1), read_value=False)
         return self._iterations
+
+    def _update_together(
+        self, strategy: Any, variables: Sequence[Any], reduced: Sequence[Any], step: int
+    ) -> None:
+        """Every variable's update and the step count in one ``extended.update``: the same
+        arithmetic on the same copies as one update per variable, with one update context per
+        device for all of them (a variable's copies are all on its strategy's devices).
+
+        Each device's call gets that device's copies themselves (what ``update`` hands ``fn``
+        for its own variable) in one ``PerReplica`` argument, so that selecting them for a
+        device is one lookup, not a walk through a nest of every variable and slot.
+        """
+        local = strategy.experimental_local_results
+        columns = [
+            (local(var), local(grad), [local(slot) for slot in self._slots[id(var)]])
+            for var, grad in zip(variables, reduced, strict=True)
+        ]
+        counter = local(self._iterations)
+        # A sum that is one array for every device (not a Mirrored) is that array on each.
+        per_device = tuple(
+            (
+                counter[i],
+                [
+                    (copies[i], grads[i if len(grads) > 1 else 0], [slot[i] for slot in slots])
+                    for copies, grads, slots in columns
+                ],
+            )
+            for i in range(len(counter))
+        )
+        strategy.extended.update(
+            variables[0], self._update_copies, args=(PerReplica(per_device), step), group=False
+        )
+
+    def _update_copies(self, _first: Any, device: Any, step: int) -> None:
+        """One device's copies: every variable's ``_update_step`` in order, then the count."""
+        counter, updates = device
+        for var, grad, slots in updates:
+            self._update_step(var, grad, *slots, step=step)
+        counter.assign_add(np.int64(1), read_value=False)
 
     def _build(self, strategy: Any, variables: Sequence[Any]) -> None:
         """Makes the step counter and each new variable's slots, in the strategy's scope.
