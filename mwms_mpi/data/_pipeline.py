@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -149,12 +150,11 @@ class Batch(Node):
     def _gathered(self, element: Any, indices: Iterator[int]) -> Iterator[Any]:
         """The batches of rows ``indices`` of ``element``: what stacking those rows gives (fresh
         arrays, same dtypes and shapes), one fancy index per component."""
-        pending: list[int] = []
-        for index in indices:
-            pending.append(index)
-            if len(pending) == self.batch_size:
-                yield _structure.gather(element, pending)
-                pending = []
+        while True:
+            pending = list(itertools.islice(indices, self.batch_size))  # one C loop a batch
+            if len(pending) < self.batch_size:
+                break
+            yield _structure.gather(element, pending)
         if pending and not self.drop_remainder:
             yield _structure.gather(element, pending)
 

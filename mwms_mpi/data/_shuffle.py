@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,22 +33,34 @@ class Shuffle(Node):
 
     def _shuffled(self, upstream: Callable[[], Iterator[Any]], peek: bool) -> Iterator[Any]:
         """What ``upstream()`` yields (elements, or row indices: the same draws either way),
-        in this epoch's order; ``upstream`` is called at the first ``next``, as before."""
+        in this epoch's order; ``upstream`` is called at the first ``next``, as before.
+
+        The runs of :meth:`_runs` are chained in C: a generator resumed per element was most
+        of a batch's input time once batches were gathered by index.
+        """
+        return itertools.chain.from_iterable(self._runs(upstream, peek))
+
+    def _runs(self, upstream: Callable[[], Iterator[Any]], peek: bool) -> Iterator[list[Any]]:
+        """The shuffled order in runs: one element per draw while the buffer is full and
+        elements keep coming (TF's buffered shuffle), then the whole drained buffer at once."""
         epoch = self.epochs if self.reshuffle else 0
         if self.reshuffle and not peek:
             self.epochs += 1
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
-        buffer: list[Any] = []
-        for element in upstream():
-            if self.buffer_size != UNKNOWN and len(buffer) == self.buffer_size:
+        source = upstream()
+        if self.buffer_size == UNKNOWN:
+            buffer = list(source)
+        else:
+            buffer = list(itertools.islice(source, self.buffer_size))
+            for element in source:
                 index = int(rng.integers(len(buffer)))
-                yield buffer[index]
+                yield [buffer[index]]
                 buffer[index] = element
-            else:
-                buffer.append(element)
         # The drain's draws, len(buffer) down to 1, at once: the same numbers as one draw at a
         # time (numpy draws an array of bounds in order; tests/unit/test_data_gather.py checks
-        # it), without a Generator call per element, which was most of a batch's input time.
+        # it), without a Generator call per element.
+        drained = []
         for index in rng.integers(np.arange(len(buffer), 0, -1)).tolist():
             buffer[index], buffer[-1] = buffer[-1], buffer[index]
-            yield buffer.pop()
+            drained.append(buffer.pop())
+        yield drained
