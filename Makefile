@@ -105,8 +105,10 @@ test-mpi: venv-exists
 	    tests/mpi/test_agreement.py tests/mpi/test_deterministic.py tests/mpi/test_results_are_values.py; \
 	fi
 
+# E2E_ARGS: more pytest arguments; .ci/run's Open MPI pass deselects the mpi_neutral tests
+# (tests/e2e/conftest.py says which and why).
 test-e2e: venv-exists
-	$(PYTEST) tests/e2e
+	$(PYTEST) $(E2E_ARGS) tests/e2e
 
 # The GPU suites (tests/gpu) under mpiexec at GPU_SIZES ranks, then the serial training tests
 # (which launch their own mpiexec). Without CuPy and a GPU they are skipped, saying why.

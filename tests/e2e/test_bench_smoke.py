@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.launch import REPO_ROOT, json_records, run_mpi
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.mpi_neutral]
 
 
 def test_bench_collectives_quick_run() -> None:

@@ -77,6 +77,7 @@ def test_abort_report_names_each_family_s_own_text(family: Family) -> None:
     assert "exits with the aborting rank's status" in line, line
 
 
+@pytest.mark.mpi_neutral
 def test_bench_plot(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     plot = tmp_path / "bandwidth.png"

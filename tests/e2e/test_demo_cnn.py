@@ -87,6 +87,7 @@ def _dump(path: Path, n: int) -> list[np.ndarray]:
     return [np.load(f"{path}.rank{r}.npy") for r in range(n)]
 
 
+@pytest.mark.mpi_neutral
 def test_one_and_two_workers_train_alike(tmp_path: Path) -> None:
     one = _train(1, tmp_path, "one", "--epochs", "2")
     two = _train(2, tmp_path, "two", "--epochs", "2")
@@ -112,6 +113,7 @@ def deterministic_two_workers(tmp_path_factory: pytest.TempPathFactory) -> np.nd
     return dumps
 
 
+@pytest.mark.mpi_neutral
 def test_bitwise_equal_one_worker_two_replicas_and_two_workers(
     tmp_path: Path, deterministic_two_workers: np.ndarray
 ) -> None:
@@ -175,6 +177,7 @@ def test_sigterm_saves_and_resume_equals_uninterrupted(
         assert np.array_equal(after, want[rank, saved:]), f"rank {rank} after the resume"
 
 
+@pytest.mark.mpi_neutral
 def test_bitwise_equal_four_replicas_as_one_worker_and_as_two(tmp_path: Path) -> None:
     """With 2 replicas a float sum has one order anyway; 4 replicas have several (1x4 sums in
     the process, 2x2 in pairs, then over MPI), and the weights differed by 1.2e-7 without op
@@ -196,6 +199,7 @@ def test_bitwise_equal_four_replicas_as_one_worker_and_as_two(tmp_path: Path) ->
             )
 
 
+@pytest.mark.mpi_neutral
 def test_step_benchmark_reports_its_parts() -> None:
     """``python -m mwms_mpi.cli.bench_cnn``: one record on rank 0 whose parts add up."""
     argv = [sys.executable, "-m", "mwms_mpi.cli.bench_cnn", "--steps", "20", "--json-only"]

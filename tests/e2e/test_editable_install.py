@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 # mypy analyses numpy's stubs and the package from scratch: tens of seconds on 2 busy cores.
-pytestmark = pytest.mark.timeout(360)
+pytestmark = [pytest.mark.timeout(360), pytest.mark.mpi_neutral]
 
 USER_SCRIPT = """\
 import numpy as np

@@ -112,6 +112,7 @@ def test_the_anchor_trains_on_the_scripts_batches() -> None:
             )
 
 
+@pytest.mark.mpi_neutral
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_one_worker_trains_like_the_serial_anchor(
     reference: dict[str, np.ndarray], anchor: dict[tuple[str, str], np.ndarray], optimizer: str
@@ -125,6 +126,7 @@ def test_one_worker_trains_like_the_serial_anchor(
     )
 
 
+@pytest.mark.mpi_neutral
 @pytest.mark.parametrize(("ranks", "replicas"), [(2, 1), (4, 1), (2, 2)])
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_n_workers_train_like_one(
