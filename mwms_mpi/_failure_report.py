@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,12 +36,23 @@ def digest(report: str) -> int:
     return int.from_bytes(hashlib.blake2b(report.encode(), digest_size=7).digest(), "little")
 
 
-def _wait(request: Any, seconds: float) -> bool:
+def _wait(start: Callable[[], Any], seconds: float) -> bool:
+    """Whether the exchange ``start()`` begins completes within ``seconds``.
+
+    An MPI error is ``False`` too, never raised: a peer's failure seen through ULFM
+    (``mpiexec --with-ft ulfm``) fails this exchange, and the failure being reported must
+    still be printed, not replaced by the exchange's own.
+    """
+    MPI = _mpi.mpi()
     deadline = time.monotonic() + seconds
-    while not request.Test():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(1e-3)
+    try:
+        request = start()
+        while not request.Test():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(1e-3)
+    except MPI.Exception:
+        return False
     return True
 
 
@@ -51,7 +63,7 @@ def same_failure(report: str, seconds: float = WAIT_S) -> list[int] | None:
         return None
     send = np.array([digest(report)], dtype=np.int64)
     table = np.zeros(_comm.Get_size(), dtype=np.int64)
-    if not _wait(_comm.Iallgather(send, table), seconds):
+    if not _wait(lambda: _comm.Iallgather(send, table), seconds):
         return None
     return [rank for rank, key in enumerate(table.tolist()) if key == send[0]]
 
@@ -59,4 +71,4 @@ def same_failure(report: str, seconds: float = WAIT_S) -> list[int] | None:
 def printed(seconds: float = WAIT_S) -> None:
     """Waits (bounded) until every rank has printed its part, so no abort cuts a report off."""
     if _comm is not None:
-        _wait(_comm.Ibarrier(), seconds)
+        _wait(_comm.Ibarrier, seconds)

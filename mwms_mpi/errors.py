@@ -260,7 +260,15 @@ class InternalError(OpError):
 
 
 class UnavailableError(OpError):
-    """The runtime is unavailable, e.g. a communicator poisoned by an earlier timeout."""
+    """The runtime is unavailable, e.g. a communicator poisoned by an earlier timeout.
+
+    ``failed_ranks`` (an mwms_mpi addition, set after construction so that the constructor
+    stays TF's): the ``COMM_WORLD`` ranks MPI reported failed when the error is a peer's
+    process failure seen through ULFM (``collective/ulfm.py``), the communicator then revoked
+    on every survivor; empty otherwise.
+    """
+
+    failed_ranks: tuple[int, ...] = ()
 
     def __init__(
         self, node_def: Any, op: Any, message: str, *args: Any, rank: int | None = None

@@ -22,7 +22,7 @@ from mwms_mpi import _env, _mpi
 from mwms_mpi.cli._version import version
 from mwms_mpi.cluster import mpiexec
 from mwms_mpi.cluster.launcher import CUDA_VISIBLE_DEVICES, detect_launcher
-from mwms_mpi.collective import transport
+from mwms_mpi.collective import transport, ulfm
 from mwms_mpi.collective.backends import default_backends, select
 from mwms_mpi.collective.cuda_aware import cuda_support
 from mwms_mpi.distribute import MultiWorkerMirroredStrategy
@@ -125,7 +125,8 @@ def rank_facts(MPI: Any) -> dict[str, Any]:
 
 
 def job_facts(MPI: Any) -> dict[str, Any]:
-    """What rank 0 sees of the whole job: MPI library, launcher, mpiexec, Slurm, versions."""
+    """What rank 0 sees of the whole job: MPI library, launcher, mpiexec, whether a lost rank
+    can be survived (``collective/ulfm.py``), Slurm, versions."""
     facts = library_facts(MPI)
     launcher = detect_launcher()
     if launcher is None:
@@ -140,6 +141,7 @@ def job_facts(MPI: Any) -> dict[str, Any]:
     except Exception as exc:  # none beside this Python: the job came from elsewhere (srun)
         facts["mpiexec"] = f"none found ({type(exc).__name__})"
         facts["abort"] = "as the launcher that started the job reports it (no mpiexec to ask)"
+    facts["lost_rank"] = ulfm.describe(MPI)
     job = _env.env_raw("SLURM_JOB_ID")
     if job is not None:  # shown as Slurm wrote them (nothing here acts on them)
 

@@ -63,6 +63,9 @@ class Family:
       timeout_text: What it prints when that limit ends the job.
       abort_text: What it prints when a rank calls ``MPI_Abort``.
       local_rank_variable: The variable that gives each rank its node-local rank.
+      fault_tolerance_flags: Flags that keep the surviving ranks of a lost one running and
+        switch MPI's fault tolerance (ULFM) on, or None where it has none that works
+        (``collective/ulfm.py``).
     """
 
     name: str
@@ -74,6 +77,7 @@ class Family:
     timeout_text: str
     abort_text: str
     local_rank_variable: str
+    fault_tolerance_flags: tuple[str, ...] | None = None
 
 
 MPICH = Family(
@@ -111,6 +115,7 @@ OPEN_MPI = Family(
     "time limit for job execution has been reached",
     "MPI_ABORT was invoked",
     "OMPI_COMM_WORLD_LOCAL_RANK",
+    ("--with-ft", "ulfm"),
 )
 # In recognition order: Intel MPI's hydra is told apart by its own banner.
 FAMILIES: tuple[Family, ...] = (INTEL, MPICH, OPEN_MPI)
@@ -171,6 +176,7 @@ class Mpiexec:
         argv: Sequence[str | os.PathLike[str]],
         timeout: float | None = None,
         as_root: bool | None = None,
+        fault_tolerant: bool = False,
     ) -> Command:
         """The command that starts ``argv`` on ``n`` ranks, ended after ``timeout`` seconds.
 
@@ -179,9 +185,21 @@ class Mpiexec:
           argv: The program and its arguments.
           timeout: The whole job's limit in seconds (whole seconds, at least 1), or None.
           as_root: Whether the job runs as root; default: whether this process does.
+          fault_tolerant: Whether survivors of a lost rank go on (the family's
+            ``fault_tolerance_flags``).
+
+        Raises:
+          ValueError: for ``fault_tolerant`` with a family that has no working ULFM.
         """
         root = os.geteuid() == 0 if as_root is None else as_root
         flags = [*(self.family.root_flags if root else ()), *self.family.oversubscribe_flags]
+        if fault_tolerant:
+            if self.family.fault_tolerance_flags is None:
+                raise ValueError(
+                    f"{self.family.name}'s mpiexec cannot keep the survivors of a lost rank "
+                    "running: MPI's fault tolerance (ULFM) needs Open MPI (mpiexec --with-ft ulfm)"
+                )
+            flags += self.family.fault_tolerance_flags
         env: dict[str, str] = {}
         if timeout is not None:
             seconds = str(max(1, int(timeout)))

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 from mwms_mpi._logging import get_logger
 from mwms_mpi._mpi import mpi, spans_world, world_ranks
 from mwms_mpi.cluster import check_mpi_world
-from mwms_mpi.collective import timeline, transport
+from mwms_mpi.collective import timeline, transport, ulfm
 from mwms_mpi.collective.agreement import Agreement
 from mwms_mpi.collective.backends import CollectiveBackend, default_backends
 from mwms_mpi.collective.data_path import DataPath
@@ -122,6 +122,11 @@ class Communicator:
         # MPI's errors and the backends' libraries' (NCCL's), translated alike
         library_errors = (MPI.Exception, *(e for b in self._backends for e in b.errors))
         ranks = world_ranks(self._data)
+        failures = (
+            ulfm.ProcessFailures(MPI, (self._data, agreement.comm), ranks)
+            if ulfm.enabled(MPI)
+            else None
+        )
         self._calls = CallProtocol(
             agreement,
             self.name,
@@ -129,7 +134,9 @@ class Communicator:
             options,
             library_errors,
             timeline.call_hook(agreement, self.name, ranks),
+            failures,
         )
+        self._device = device
         self._plans = Plans(self.name, self.rank, self.size, pool, self._backends)
         self._path = DataPath(self._data, self._calls, pool, self._plans.host)
         self._pool = pool
@@ -153,6 +160,38 @@ class Communicator:
             calls.agreement.close()
             self._data.Free()
 
+    def shrink(self, name: str | None = None) -> Communicator:
+        """A new communicator of the ranks that survived a peer's failure, in their order.
+
+        Collective over the survivors, each after its call on this communicator raised
+        ``UnavailableError`` with ``failed_ranks`` (or at any time, to leave out ranks that
+        failed since). This communicator is revoked and stays unusable; the new one agrees its
+        own calls from call 1, with the same options and device. Only where MPI's fault
+        tolerance is on (Open MPI launched with ``mpiexec --with-ft ulfm``: docs/elastic.md).
+
+        Raises:
+          RuntimeError: where it is not on (this MPI, or this launch, cannot shrink).
+        """
+        MPI = mpi()
+        if not ulfm.enabled(MPI):
+            raise RuntimeError(
+                f"Communicator.shrink on rank {self.rank} (communicator {self.name}): "
+                f"{ulfm.describe(MPI)}"
+            )
+        failures = self._calls.failures
+        assert failures is not None  # made at construction wherever ULFM is enabled
+        failures.revoke()
+        if self._calls.poisoned is None:
+            self._calls.poisoned = f"shrunk on rank {self.rank}: its survivors went on in a new one"
+        survivors = ulfm.shrink(self._data, MPI)
+        try:
+            options = self._calls.options
+            return Communicator(
+                survivors, options=options, name=name or f"{self.name}-shrunk", device=self._device
+            )
+        finally:
+            survivors.Free()  # the new communicator holds its own duplicates
+
     def __enter__(self) -> Communicator:
         return self
 
@@ -169,6 +208,11 @@ class Communicator:
         """How many calls and agreements this communicator has made."""
         agreement = self._calls.agreement
         return CommunicatorStats(agreement.calls, agreement.agreements)
+
+    @property
+    def world_ranks(self) -> tuple[int, ...]:
+        """The ``COMM_WORLD`` rank of each of this communicator's ranks, in its order."""
+        return self._calls.world_ranks
 
     @property
     def transport(self) -> Transport:

@@ -28,6 +28,7 @@ from mwms_mpi.collective.call_context import current as current_context
 from mwms_mpi.collective.deadline import Completion, Deadline, wait_all
 from mwms_mpi.collective.signature import Layout
 from mwms_mpi.collective.stall import Busy, describe_call
+from mwms_mpi.collective.ulfm import ProcessFailures
 from mwms_mpi.types import CommunicationOptions
 
 _P = TypeVar("_P", bound="Plan")
@@ -76,6 +77,8 @@ class CallProtocol:
       library_errors: the exceptions of MPI and of the backends' libraries, translated into
         ``InternalError``.
       hook: told of every call (the timeline), or ``None``.
+      failures: where ULFM is on, what tells a peer's process failure from another MPI
+        error and revokes the communicator's MPI communicators (``ulfm.py``); else ``None``.
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class CallProtocol:
         options: CommunicationOptions,
         library_errors: tuple[type[Exception], ...],
         hook: CallHook | None = None,
+        failures: ProcessFailures | None = None,
     ) -> None:
         self.agreement = agreement
         self.name = name
@@ -100,6 +104,7 @@ class CallProtocol:
         self.closed = False
         self.departed: tuple[int, int] | None = None  # (world rank, calls it completed)
         self._library_errors = library_errors
+        self.failures = failures
         self._abandoned: list[Any] = []  # requests and buffers of timed-out collectives
 
     @property
@@ -207,6 +212,9 @@ class CallProtocol:
                 hook.agreed(None if trusted else planned.layout, value)
             return step(planned, agreed, a, b, c)
         except self._library_errors as exc:
+            failures = self.failures
+            if failures is not None and failures.is_failure(exc):
+                raise self.peer_failed(name, n, failures) from exc
             raise self.internal(name, n, exc) from exc
         finally:
             self.busy = self.deadline = None
@@ -315,6 +323,30 @@ class CallProtocol:
             if abort is not None:
                 abort()
         self.poisoned = why
+
+    def peer_failed(
+        self, op_name: str, n: int, failures: ProcessFailures
+    ) -> errors.UnavailableError:
+        """A peer's process failed (ULFM): the communicator is revoked, so that every other
+        survivor's call fails now too instead of waiting, and poisoned; the error names the
+        ranks MPI knows failed (``Communicator.shrink`` goes on without them)."""
+        failures.revoke()
+        lost = failures.failed_world_ranks()
+        who = f"rank(s) {list(lost)} of COMM_WORLD" if lost else "a peer (MPI did not say which)"
+        what = describe_call(op_name, n, call_context.current())
+        self.poisoned = (
+            f"{what} on rank {self.rank} of {self.size} (communicator {self.name}): {who} "
+            "failed; the communicator is revoked on every survivor"
+        )
+        error = errors.UnavailableError(
+            None,
+            op_name,
+            f"{self.poisoned}. A Communicator can go on with the survivors "
+            "(Communicator.shrink, docs/elastic.md); a strategy cannot yet",
+            rank=self.rank,
+        )
+        error.failed_ranks = lost
+        return error
 
     def internal(self, op_name: str, n: int, exc: Exception) -> errors.InternalError:
         """Translates an error of MPI (or of a backend's library, such as NCCL); the

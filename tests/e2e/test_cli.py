@@ -31,6 +31,9 @@ def test_info_under_mpiexec_reports_every_rank_once() -> None:
     # How this job's launcher reports an abort: the text to look for in a failed job's log.
     family = mpiexec().family
     assert job["abort"] == abort_report(family) and family.abort_text in job["abort"], job
+    # Only Open MPI launched with --with-ft ulfm can survive a lost rank; this launch did not
+    assert job["lost_rank"].startswith("no: "), job
+    assert ("--with-ft ulfm" in job["lost_rank"]) == (family.name == "openmpi"), job
     assert [r["rank"] for r in ranks] == [0, 1]
     for rank, row in enumerate(ranks):
         assert row["task"] == f"worker:{rank}" and row["replicas"] == 1, row

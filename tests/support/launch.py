@@ -112,6 +112,7 @@ def run_mpi(
     timeout: float = 60.0,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    fault_tolerant: bool = False,
 ) -> LaunchResult:
     """Runs ``mpiexec -n n *argv`` and waits at most ``timeout`` (+ grace) seconds.
 
@@ -122,11 +123,15 @@ def run_mpi(
         :data:`KILL_GRACE_S` seconds later if the launcher has not ended the job by then.
       env: variables added to the cleaned environment (they win over the defaults).
       cwd: working directory of the job (default: the repository root).
+      fault_tolerant: launch so that survivors of a lost rank go on (Open MPI's
+        ``--with-ft ulfm``; ``ValueError`` for a launcher without it).
 
     Returns:
       A :class:`LaunchResult`; ``killed`` is True when we had to kill the job.
     """
-    return start_mpi(n, argv, timeout=timeout, env=env, cwd=cwd).wait()
+    return start_mpi(
+        n, argv, timeout=timeout, env=env, cwd=cwd, fault_tolerant=fault_tolerant
+    ).wait()
 
 
 @dataclass
@@ -162,13 +167,14 @@ def start_mpi(
     timeout: float = 60.0,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    fault_tolerant: bool = False,
 ) -> RunningJob:
     """Starts ``mpiexec -n n *argv`` without waiting (for tests that act on a running job).
 
     Arguments as :func:`run_mpi`; call ``wait()`` on the result, always.
     """
     launcher = mpiexec()
-    command = launcher.command(n, argv, timeout)
+    command = launcher.command(n, argv, timeout, fault_tolerant=fault_tolerant)
     start = time.monotonic()
     process = subprocess.Popen(
         command.args,
@@ -196,6 +202,7 @@ def run_python_mpi(
     timeout: float = 60.0,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    fault_tolerant: bool = False,
 ) -> LaunchResult:
     """Runs ``mpiexec -n n python -m mwms_mpi.run script *args``: the documented launch."""
     argv = [sys.executable, "-m", "mwms_mpi.run", os.fspath(script), *args]

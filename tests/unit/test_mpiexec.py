@@ -80,6 +80,14 @@ def test_open_mpi_gets_root_and_oversubscription_flags_and_its_timeout_option() 
     assert user.args == ("/v/bin/mpiexec", "--oversubscribe", "-n", "2", "/x/p.py")
 
 
+def test_only_open_mpi_launches_fault_tolerant_jobs() -> None:
+    command = Mpiexec("m", OPEN_MPI, "").command(4, ["p"], as_root=False, fault_tolerant=True)
+    assert command.args == ("m", "--oversubscribe", "--with-ft", "ulfm", "-n", "4", "p")
+    for family in (MPICH, INTEL):
+        with pytest.raises(ValueError, match=f"{family.name}'s mpiexec cannot keep the survivors"):
+            Mpiexec("m", family, "").command(4, ["p"], fault_tolerant=True)
+
+
 def test_as_root_defaults_to_this_process_and_timeouts_are_whole_seconds_at_least_one() -> None:
     command = Mpiexec("m", OPEN_MPI, "").command(1, ["p"], timeout=0.2)
     assert ("--allow-run-as-root" in command.args) == (os.geteuid() == 0)
