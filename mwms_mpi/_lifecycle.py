@@ -11,11 +11,18 @@
   the job stops now) ends each rank with it. The runner (``python -m mwms_mpi.run``) then exits
   with that code on every rank without ``MPI_Abort`` or a failure report, and the lost-rank
   watch sends no departure notice, so no peer mistakes the planned stop for a lost rank.
+* :func:`note_peer_failure`: a communicator saw a peer's process failure (ULFM:
+  docs/elastic.md). ``MPI_Finalize`` can hang after one (Open MPI issue 11404), so this
+  process must not reach it: the runner ends a program that went on and finished with
+  :func:`exit_without_finalize` and the program's own status; a plain ``python`` exit, whose
+  status an exit hook cannot know, ends the job with ``MPI_Abort`` instead, saying why
+  (``collective/watch.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 import types
@@ -27,6 +34,7 @@ from mwms_mpi import _env, _failure_report, _mpi
 ABORT_ENV = "MWMS_MPI_ABORT_ON_ERROR"
 ABORT_GRACE_S = 0.3  # before MPI_Abort: the launcher forwards what the rank wrote last
 _agreed_exit_code: int | None = None
+_peer_failure_seen = False
 _hook_installed = False
 _before_abort: list[Callable[[], None]] = []
 
@@ -49,6 +57,24 @@ def agreed_exit(code: int) -> NoReturn:
 def agreed_exit_code() -> int | None:
     """The code passed to :func:`agreed_exit`, or ``None`` if this process has not called it."""
     return _agreed_exit_code
+
+
+def note_peer_failure() -> None:
+    """Records that a peer's process failure was seen here (see the module's docstring)."""
+    global _peer_failure_seen
+    _peer_failure_seen = True
+
+
+def peer_failure_seen() -> bool:
+    """Whether :func:`note_peer_failure` was called in this process."""
+    return _peer_failure_seen
+
+
+def exit_without_finalize(status: int) -> NoReturn:
+    """Flushes and ends this process with ``status`` now, without ``MPI_Finalize`` or exit
+    hooks: the end of a rank that survived a peer's failure (``MPI_Finalize`` can hang then)."""
+    flush_streams()
+    os._exit(status % 256)
 
 
 def before_abort(flush: Callable[[], None]) -> None:

@@ -172,7 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     failure = _run_catching(program)
     if failure is None:
         agreed = _lifecycle.agreed_exit_code()
-        return 0 if agreed is None else agreed
+        status = 0 if agreed is None else agreed
+        if _lifecycle.peer_failure_seen():  # it went on after a peer's failure (ULFM)
+            _lifecycle.exit_without_finalize(status)
+        return status
     return fail(failure)
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from threading import get_ident
 from typing import Any, NoReturn, Protocol, TypeVar
 
-from mwms_mpi import errors
+from mwms_mpi import _lifecycle, errors
 from mwms_mpi.collective import call_context
 from mwms_mpi.collective.agreement import Agreement
 from mwms_mpi.collective.arguments import is_refusable, refusable
@@ -331,6 +331,7 @@ class CallProtocol:
         survivor's call fails now too instead of waiting, and poisoned; the error names the
         ranks MPI knows failed (``Communicator.shrink`` goes on without them)."""
         failures.revoke()
+        _lifecycle.note_peer_failure()  # MPI_Finalize must not be reached now
         lost = failures.failed_world_ranks()
         who = f"rank(s) {list(lost)} of COMM_WORLD" if lost else "a peer (MPI did not say which)"
         what = describe_call(op_name, n, call_context.current())

@@ -21,7 +21,9 @@ the first communicator and shut down before ``MPI_Finalize``:
   explicit ``MPI.Finalize()`` (a ``COMM_SELF`` attribute's delete callback), the thread is
   stopped and joined and this rank's notice is sent, unless every rank agreed to stop
   (``_lifecycle.agreed_exit``). A communicator poisoned by a timeout still has a collective in
-  flight, with which MPI cannot finalize: the job is aborted instead, saying why.
+  flight, with which MPI cannot finalize: the job is aborted instead, saying why. So is a rank
+  that saw a peer's process failure (ULFM) and reaches the interpreter's exit, where its
+  status cannot be known: ``MPI_Finalize`` can hang after a failure (``_lifecycle``).
 * The first multi-rank communicator also makes an uncaught exception abort the job
   (``_lifecycle.abort_on_uncaught``; the hook itself is installed on import).
 """
@@ -219,6 +221,15 @@ class ProcessWatch:
             return
         if _lifecycle.agreed_exit_code() is not None or self._channel is None:
             return
+        if _lifecycle.peer_failure_seen() and self._channel.size > 1:
+            _lifecycle.abort_job(
+                1,
+                f"[mwms_mpi] rank {self._channel.rank} of {self._channel.size}: ending after "
+                "a peer's process failure; MPI_Finalize can hang after one, and a plain "
+                "`python` exit's status cannot be known here, so the job is aborted. Run the "
+                "program as `python -m mwms_mpi.run program.py`: it ends with the program's "
+                "own status, without MPI_Finalize (docs/elastic.md)",
+            )
         poisoned = [c for c in list(self._comms) if c.poisoned is not None]
         if poisoned and self._channel.size > 1:
             _lifecycle.abort_job(

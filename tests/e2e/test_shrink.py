@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.launch import json_records, mpiexec, run_mpi, write_script
+from tests.support.launch import LaunchResult, json_records, mpiexec, run_mpi, write_script
 
 CLI = [sys.executable, "-m", "mwms_mpi"]
 
@@ -72,19 +72,15 @@ SURVIVOR = """
         call += 1
     print(json.dumps({"rank": me, "calls": call, "size": comm.size, "alive": alive,
                       "failures": failures}), flush=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # MPI_Finalize after a failure can hang (docs/elastic.md)
 """.replace("CALLS", str(CALLS))
 
 
-def _run(tmp_path: Path, kills: str, when: str) -> list[dict[str, object]]:
+def _run(tmp_path: Path, kills: str, when: str, runner: bool = True) -> LaunchResult:
     script = write_script(tmp_path, "survivor.py", SURVIVOR)
-    argv = [sys.executable, script, kills, when]
-    result = run_mpi(RANKS, argv, timeout=90, fault_tolerant=True)
-    records = json_records(result.stdout)
+    python = [sys.executable, "-m", "mwms_mpi.run"] if runner else [sys.executable]
+    result = run_mpi(RANKS, [*python, script, kills, when], timeout=90, fault_tolerant=True)
     assert not result.killed, result.describe()
-    return records
+    return result
 
 
 @pytest.mark.parametrize(
@@ -99,7 +95,12 @@ def _run(tmp_path: Path, kills: str, when: str) -> list[dict[str, object]]:
 def test_survivors_shrink_and_every_result_is_the_sum_over_the_living(
     tmp_path: Path, kills: str, when: str, lost: list[int]
 ) -> None:
-    records = _run(tmp_path, kills, when)
+    result = _run(tmp_path, kills, when)
+    # The runner ends each survivor with the program's status, without MPI_Finalize (which
+    # can hang after a failure) and without an abort.
+    assert result.returncode == 0, result.describe()
+    assert "aborted" not in result.output and "MPI_ABORT" not in result.output, result.describe()
+    records = json_records(result.stdout)
     survivors = [r for r in range(RANKS) if r not in lost]
     assert sorted(int(r["rank"]) for r in records) == survivors, records  # type: ignore[call-overload]
     for record in records:
@@ -147,3 +148,13 @@ def test_a_strategy_job_that_loses_a_rank_ends_naming_it(tmp_path: Path) -> None
     assert "uncaught UnavailableError, aborting the job" in result.output, result.describe()
     assert "_failure_report.py" not in result.output, result.describe()
     assert result.wall_s < 30, result.describe()
+
+
+def test_survivors_under_plain_python_end_the_job_saying_how_to_end_well(tmp_path: Path) -> None:
+    """Without the runner, the exit status is unknown at exit and MPI_Finalize may hang: the
+    job is aborted (non-zero, never a false success), naming the fix."""
+    result = _run(tmp_path, "2:5", "before", runner=False)
+    assert len(json_records(result.stdout)) == RANKS - 1, result.describe()  # they finished
+    assert result.returncode != 0, result.describe()
+    assert "ending after a peer's process failure" in result.output, result.describe()
+    assert "python -m mwms_mpi.run program.py" in result.output, result.describe()
