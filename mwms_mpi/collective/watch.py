@@ -41,6 +41,7 @@ from typing import Any
 
 from mwms_mpi import _lifecycle
 from mwms_mpi._mpi import mpi
+from mwms_mpi.collective import ulfm
 from mwms_mpi.collective.departures import ANSWER_TAG, ASK_TAG, ControlChannel, Notice
 from mwms_mpi.collective.positions import Ask, Position, calls_in_flight
 from mwms_mpi.collective.stall import Busy, StallCheck, describe_call, seconds_from_env
@@ -119,15 +120,32 @@ class ProcessWatch:
         while not self._stop.wait(period):
             now = time.monotonic()
             if self._polling and self._channel is not None:
-                for notice in self._channel.poll():
-                    self._record(notice)
-                for ask in self._channel.receive(ASK_TAG):
-                    self._answer(ask)
+                try:
+                    for notice in self._channel.poll():
+                        self._record(notice)
+                    for ask in self._channel.receive(ASK_TAG):
+                        self._answer(ask)
+                except mpi().Exception as exc:
+                    self._channel_failed(exc)
+                    if not stall_period:
+                        return  # nothing left for the thread to do
+                    period = stall_period
                 self._act_on_losses(now)
             if stall_period and now >= next_stall:
                 next_stall = now + stall_period
                 for text in self._stall.check(list(self._comms), now):
                     _log.warning(text)
+
+    def _channel_failed(self, exc: Exception) -> None:
+        """The control channel met an MPI error: it is polled no more (and no departure notice
+        is sent at exit). Under ULFM that is a peer's process failure, which every collective
+        reports itself (``ulfm.py``); anything else is logged, once."""
+        self._polling = False
+        if ulfm.is_process_failure(mpi(), exc):
+            _lifecycle.note_peer_failure()
+            _log.info("the lost-rank watch stops: a peer's process failed (%s)", exc)
+        else:
+            _log.warning("the lost-rank watch stops: its channel failed in MPI (%s)", exc)
 
     def _record(self, notice: Notice) -> None:
         self._departed.add(notice.world_rank)
