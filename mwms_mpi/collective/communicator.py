@@ -123,9 +123,7 @@ class Communicator:
         library_errors = (MPI.Exception, *(e for b in self._backends for e in b.errors))
         ranks = world_ranks(self._data)
         failures = (
-            ulfm.ProcessFailures(MPI, (self._data, agreement.comm), ranks)
-            if ulfm.enabled(MPI)
-            else None
+            ulfm.ProcessFailures(MPI, (self._data, agreement.comm)) if ulfm.enabled(MPI) else None
         )
         self._calls = CallProtocol(
             agreement,

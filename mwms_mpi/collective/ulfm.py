@@ -69,21 +69,20 @@ def is_process_failure(MPI: Any, exc: BaseException) -> bool:
         return False
 
 
-def failed_ranks(comm: Any, MPI: Any) -> list[int]:
-    """The ranks of ``comm`` this process knows to have failed, in order (empty if none is
-    known yet, or the library cannot say)."""
+def failed_world_ranks(comm: Any, MPI: Any) -> tuple[int, ...]:
+    """The ``COMM_WORLD`` ranks of ``comm``'s ranks this process knows to have failed, in
+    order (empty if none is known yet, or the library cannot say)."""
     try:
-        group = comm.Get_failed()
+        failed = comm.Get_failed()
     except Exception:  # MPI may refuse on a revoked communicator: nothing known here then
-        return []
+        return ()
+    world = MPI.COMM_WORLD.Get_group()
     try:
-        if group.Get_size() == 0:
-            return []
-        return sorted(
-            MPI.Group.Translate_ranks(group, list(range(group.Get_size())), comm.Get_group())
-        )
+        size = failed.Get_size()
+        return tuple(MPI.Group.Translate_ranks(failed, list(range(size)), world)) if size else ()
     finally:
-        group.Free()
+        failed.Free()
+        world.Free()
 
 
 def revoke(comm: Any) -> None:
@@ -110,13 +109,11 @@ class ProcessFailures:
     Args:
       MPI: mpi4py's ``MPI``.
       comms: the MPI communicators to revoke, the first one asked which ranks failed.
-      world_ranks: the ``COMM_WORLD`` rank of each rank of those communicators.
     """
 
-    def __init__(self, MPI: Any, comms: tuple[Any, ...], world_ranks: tuple[int, ...]) -> None:
+    def __init__(self, MPI: Any, comms: tuple[Any, ...]) -> None:
         self._MPI = MPI
         self._comms = comms
-        self._world_ranks = world_ranks
 
     def is_failure(self, exc: BaseException) -> bool:
         """Whether ``exc`` reports a peer's process failure (or a revocation after one)."""
@@ -129,4 +126,4 @@ class ProcessFailures:
 
     def failed_world_ranks(self) -> tuple[int, ...]:
         """The ``COMM_WORLD`` ranks known to have failed (empty if none is known here yet)."""
-        return tuple(self._world_ranks[r] for r in failed_ranks(self._comms[0], self._MPI))
+        return failed_world_ranks(self._comms[0], self._MPI)
