@@ -101,6 +101,7 @@ DISTRIBUTE_RANKS: dict[str, int] = {
     "deprecated": 0,
     "multi_step": 0,
     "cluster_resolver": 0,
+    "_state_copy": 0,
     # cross-device reductions and input pipelines, below any strategy class
     "cross_device_ops": 1,
     "input_lib": 1,
@@ -115,6 +116,7 @@ DISTRIBUTE_RANKS: dict[str, int] = {
     "mirrored_strategy": 6,
     "collective_all_reduce_strategy": 7,
     "failure_handling": 8,
+    "elastic": 8,
     "experimental": 9,
 }
 # Same-layer pairs that must stay independent: (importer, imported).

@@ -165,6 +165,12 @@ class CollectiveAllReduceExtended(MirroredExtended):
             device = None if gpus is None else gpus.ids[0]
             self._communicator = Communicator(options=options, name="mwms-strategy", device=device)
             _check_same_replica_count(self._communicator, len(local))
+        self._set_cross_device_ops(local, gpus)
+
+    def _set_cross_device_ops(self, local: tuple[str, ...], gpus: Any) -> None:
+        """TF's two collective groups (replicas, one host per worker) over the communicator,
+        and the replicas, for this world: at construction and after it shrank."""
+        options = self._communication_options
         n = self._num_workers
         self._cross_device_ops = CollectiveAllReduce(
             local, len(local) * n, options, self._communicator
@@ -172,6 +178,46 @@ class CollectiveAllReduceExtended(MirroredExtended):
         host = (canonicalize_device("CPU:0", self._task_type or "localhost", self._task_id or 0),)
         self._host_cross_device_ops = CollectiveAllReduce(host, n, options, self._communicator)
         self._set_replicas(local, n, self._id_in_cluster, gpus)
+
+    def _shrink(self) -> tuple[int, ...]:
+        """Goes on with the ranks that survived a peer's failure (collective over them).
+
+        After a call on the strategy's communicator raised ``UnavailableError`` for a peer's
+        failure (Open MPI's ULFM, docs/elastic.md): the communicator is shrunk to the
+        survivors, and the cluster is theirs in their order. Worker ids, the chief (the lowest
+        surviving rank, so ``should_checkpoint`` moves with it), ``num_replicas_in_sync`` and
+        the replica contexts follow; each worker keeps its local replicas, and variables keep
+        their copies. Datasets distributed before must be distributed again.
+
+        Returns:
+          The ``COMM_WORLD`` ranks of the workers that go on, in their order.
+
+        Raises:
+          RuntimeError: for a single worker, or where MPI cannot shrink.
+        """
+        old = self._communicator
+        if old is None:
+            raise RuntimeError("A single-worker strategy has no peer to lose.")
+        new = old.shrink(name="mwms-strategy")
+        old.close()  # poisoned: frees its buffers only (freeing a revoked communicator can hang)
+        survivors = new.world_ranks
+        self._num_workers, self._id_in_cluster = new.size, new.rank
+        self._communicator = new if new.size > 1 else None
+        if new.size == 1:
+            new.close()
+        self._is_chief = new.rank == 0
+        self._task_type, self._task_id = "worker", new.rank
+        addresses = _addresses(self._cluster_spec, survivors)
+        self._cluster_spec = multi_worker_util.normalize_cluster_spec({"worker": addresses})
+        kind = "GPU" if "GPU" in self._devices[0] else "CPU"
+        self._cluster_resolver = SimpleClusterResolver(
+            cluster_spec=self._cluster_spec,
+            task_type="worker",
+            task_id=new.rank,
+            num_accelerators={kind: len(self._devices)},
+        )
+        self._set_cross_device_ops(self._devices, self._gpus)
+        return survivors
 
     def _configure(
         self, session_config: Any, cluster_spec: Any, task_type: Any, task_id: Any
@@ -254,6 +300,14 @@ class CollectiveAllReduceExtended(MirroredExtended):
     def _get_local_replica_id(self, replica_id_in_sync_group: int) -> int:
         """This worker's index of a global replica id (TF's private hook, called by its tests)."""
         return replica_id_in_sync_group - self._id_in_cluster * len(self.worker_devices)
+
+
+def _addresses(cluster_spec: Any, world_ranks: Sequence[int]) -> list[str]:
+    """The survivors' task addresses, in their order: the cluster's tasks are ranked chief
+    first, then workers (``id_in_cluster``), and each is the ``COMM_WORLD`` rank of that id."""
+    jobs = cluster_spec.jobs if cluster_spec is not None else []
+    tasks = [a for job in ("chief", "worker") if job in jobs for a in cluster_spec.job_tasks(job)]
+    return [tasks[r] if r < len(tasks) else f"rank{r}" for r in world_ranks]
 
 
 def _gpu_ids(resolver: ClusterResolver) -> list[int] | None:

@@ -117,8 +117,11 @@ class DistributedIterator:
         partial_batches: bool,
         infinite: bool,
         fetch: Callable[[Any, int], Any] | None = None,
+        source: DistributedDataset | None = None,
     ) -> None:
         self._pipelines = list(pipelines)  # (iterator, replicas it feeds, its element_spec)
+        self._source = source  # the dataset it iterates (ElasticHandler remakes it)
+        self._position = 0  # steps produced: each worker's, the same on every worker
         self._fetch = fetch  # replica i's element onto its GPU, or None
         self._input_workers = input_workers
         self._strategy = strategy
@@ -207,6 +210,7 @@ class DistributedIterator:
         return self._per_replica(values)
 
     def _per_replica(self, values: list[Any]) -> Any:
+        self._position += 1  # every step that produces a value comes through here
         fetch = self._fetch
         if fetch is not None:
             values = [fetch(value, i) for i, value in enumerate(values)]
@@ -238,6 +242,9 @@ class DistributedDataset:
         options: InputOptions | None = None,
     ) -> None:
         self._datasets = list(datasets)  # (this worker's dataset, the replicas it feeds)
+        # The same distribution for the strategy's current world, ``skip`` steps on: set by
+        # Strategy for ElasticHandler, which remakes the input after the world shrank.
+        self._remake: Callable[[int], DistributedDataset] | None = None
         self._fetch = input_workers.fetch(options)
         self._input_workers = input_workers
         self._strategy = strategy
@@ -264,6 +271,7 @@ class DistributedDataset:
             self._partial_batches,
             self._infinite,
             self._fetch,
+            self,
         )
 
     @property

@@ -180,24 +180,34 @@ class MirroredExtended(StrategyExtended):
                 "InputReplicationMode.PER_REPLICA is only supported in "
                 "`distribute_datasets_from_function`."
             )
-        return get_distributed_dataset(
+        distributed = get_distributed_dataset(
             dataset,
             self._input_workers(),
             self._container_strategy(),
             self._num_replicas_in_sync,
             options,
         )
+        distributed._remake = lambda skip: self._experimental_distribute_dataset(
+            dataset.skip(skip), options
+        )  # for ElasticHandler: the same input in the current world, `skip` global batches on
+        return distributed
 
     def _distribute_datasets_from_function(
         self, dataset_fn: Callable[[Any], Any], options: InputOptions | None
     ) -> DistributedDataset:
-        return get_distributed_datasets_from_function(
+        distributed = get_distributed_datasets_from_function(
             dataset_fn,
             self._input_workers(),
             self._container_strategy(),
             self._num_replicas_in_sync,
             options,
         )
+        mode = getattr(options, "experimental_replication_mode", None)
+        per_step = 1 if mode == InputReplicationMode.PER_REPLICA else len(self._devices)
+        distributed._remake = lambda skip: self._distribute_datasets_from_function(
+            lambda context: dataset_fn(context).skip(skip * per_step), options
+        )  # for ElasticHandler: each pipeline `skip` steps on (per_step elements a step)
+        return distributed
 
     # -- reductions --------------------------------------------------------------------------
 

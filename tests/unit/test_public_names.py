@@ -55,7 +55,7 @@ NOT_YET: dict[str, set[str]] = {
 # Our names TF does not have at these paths (docs/architecture.md, "Where each TF concept lives").
 EXTRAS: dict[str, set[str]] = {
     "distribute": {"Mirrored", "PerReplica", "get_cross_replica_context"},
-    "distribute.experimental": set(),
+    "distribute.experimental": {"ElasticHandler"},
     "distribute.cluster_resolver": {"MPIClusterResolver", "UnionClusterResolver"},
 }
 

@@ -1,9 +1,10 @@
 """The tf.distribute.experimental mirror: the deprecated MWMS alias, options, ValueContext,
-preemption handling."""
+preemption handling, and our ElasticHandler."""
 
 from mwms_mpi.distribute.collective_all_reduce_strategy import (
     _CollectiveAllReduceStrategyExperimental as MultiWorkerMirroredStrategy,
 )
+from mwms_mpi.distribute.elastic import ElasticHandler
 from mwms_mpi.distribute.failure_handling import (
     PreemptionCheckpointHandler,
     TerminationConfig,
@@ -19,6 +20,7 @@ __all__ = [
     "CollectiveCommunication",
     "CommunicationImplementation",
     "CommunicationOptions",
+    "ElasticHandler",
     "MultiWorkerMirroredStrategy",
     "PreemptionCheckpointHandler",
     "TerminationConfig",

@@ -1,0 +1,233 @@
+"""``ElasticHandler``: training steps that survive a lost rank, without a restart.
+
+An mwms_mpi extension (TF has no elastic MultiWorkerMirroredStrategy), in the spirit of TF's
+``PreemptionCheckpointHandler``: ``handler.run(train_step, iterator)`` runs one step as a
+transaction. Where MPI's fault tolerance is on (Open MPI launched with ``mpiexec --with-ft
+ulfm``, docs/elastic.md), a peer's failure during the step raises ``UnavailableError`` on every
+survivor (the call template revokes the strategy's communicator); the handler then
+
+1. shrinks the strategy to the survivors (``CollectiveAllReduceExtended._shrink``: worker ids,
+   the chief, ``num_replicas_in_sync``), again if another rank fails meanwhile;
+2. agrees the last step completed on every survivor (a MIN over the survivors: a rank killed
+   inside the step's last collective can leave some survivors with its result, one step
+   ahead);
+3. puts the state back as it was after that step, from an in-memory copy (two are kept: the
+   state before this step and before the one before, for the survivor one step ahead);
+4. remakes the input for the new world at that step (the global batch stays; the per-replica
+   batches grow), in place, in the iterator the caller holds;
+5. runs the step again.
+
+Every step afterwards equals a fresh run on the survivors restored at that step: the input is
+a function of (step, surviving ranks in order) and the state is the step's. Below
+``min_workers`` the survivors save a checkpoint and exit with TF's restart code (42).
+Elsewhere (MPICH, Intel MPI, or no ``--with-ft ulfm``) it says so once and runs each step as
+it is: a lost rank ends the job, naming it, as without the handler.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mwms_mpi import _lifecycle, errors
+from mwms_mpi._logging import get_logger
+from mwms_mpi._mpi import mpi
+from mwms_mpi.collective import ulfm
+from mwms_mpi.collective.call_context import api_call
+from mwms_mpi.distribute import _state_copy
+from mwms_mpi.distribute.input_lib import DistributedIterator
+from mwms_mpi.train.checkpoint_management import CheckpointManager
+
+_log = get_logger(__name__)
+
+RESTART_CODE = 42  # TF's exit code for a job to be restarted (failure_handling's default)
+
+
+class ElasticHandler:
+    """Runs training steps so that the job survives a lost rank (Open MPI with ULFM).
+
+    Args:
+      strategy: a ``MultiWorkerMirroredStrategy``.
+      checkpoint: the trainable state: a ``Checkpoint``, a ``CheckpointManager`` (then it
+        also saves below ``min_workers``), or the objects a ``Checkpoint`` would be given.
+        Every variable must exist before the first step (``optimizer.build(...)``).
+      min_workers: below this many workers the survivors save (with a ``CheckpointManager``)
+        and exit with TF's restart code, 42.
+
+    Raises:
+      ValueError: for a strategy that is not multi-worker capable or ``min_workers < 1``.
+    """
+
+    def __init__(self, strategy: Any, checkpoint: Any, min_workers: int = 1) -> None:
+        if int(min_workers) < 1:
+            raise ValueError(f"min_workers must be at least 1, got {min_workers}.")
+        if not callable(getattr(strategy.extended, "_shrink", None)):
+            raise ValueError(
+                "ElasticHandler needs a MultiWorkerMirroredStrategy, got "
+                f"{type(strategy).__name__}."
+            )
+        self._strategy = strategy
+        self._manager = checkpoint if isinstance(checkpoint, CheckpointManager) else None
+        self._state = checkpoint.checkpoint if self._manager is not None else checkpoint
+        self._min_workers = int(min_workers)
+        self._copies: collections.deque[_state_copy.StateCopy] = collections.deque(maxlen=2)
+        self._steps = 0
+        self._failed_at: float | None = None  # when the failure being recovered was seen
+        self.recoveries: list[Recovery] = []
+        workers = strategy.extended._num_workers
+        self._elastic = workers > 1 and ulfm.enabled(mpi())
+        if workers > 1 and not self._elastic and strategy.extended.should_checkpoint:
+            _log.warning(
+                "ElasticHandler: a lost rank cannot be survived here (%s); it ends the job, "
+                "naming the rank, and a restart resumes from the last checkpoint.",
+                ulfm.describe(mpi()),
+            )
+
+    @property
+    def steps(self) -> int:
+        """The steps this handler has completed (after a recovery, on every survivor alike)."""
+        return self._steps
+
+    def run(self, train_step: Callable[..., Any], iterator: Any, *args: Any, **kwargs: Any) -> Any:
+        """Runs ``train_step(next(iterator), *args, **kwargs)`` once, surviving a lost rank.
+
+        ``iterator`` must come from ``iter()`` of a dataset this strategy distributed; after a
+        recovery it is the new world's, at the agreed step (the same object).
+
+        Returns:
+          What ``train_step`` returned.
+
+        Raises:
+          StopIteration: at the end of the input.
+        """
+        if not self._elastic:
+            result = train_step(next(iterator), *args, **kwargs)
+            self._steps += 1
+            return result
+        _check_iterator(iterator)
+        while True:
+            self._copies.append(_state_copy.take(self._state, self._steps, iterator._position))
+            try:
+                result = train_step(next(iterator), *args, **kwargs)
+            except errors.UnavailableError as error:
+                if not _lifecycle.peer_failure_seen():
+                    raise
+                self._recover(iterator, error)
+                continue
+            self._steps += 1
+            if self._failed_at is not None:
+                self.recoveries[-1].seconds = time.perf_counter() - self._failed_at
+                self._failed_at = None
+                self._report(self.recoveries[-1])
+            return result
+
+    def _recover(self, iterator: DistributedIterator, error: errors.UnavailableError) -> None:
+        """Steps 1 to 4 of the module's docstring."""
+        if self._failed_at is None:
+            self._failed_at = time.perf_counter()
+        lost = set(getattr(error, "failed_ranks", ()))
+        extended = self._strategy.extended
+        while True:
+            try:
+                survivors = extended._shrink()
+                least, most = self._agree_steps()
+                break
+            except errors.UnavailableError as again:  # another rank failed meanwhile
+                if not _lifecycle.peer_failure_seen():
+                    raise
+                lost.update(getattr(again, "failed_ranks", ()))
+        copy = self._copy_at(least, most)
+        _state_copy.restore(self._state, copy)
+        self._steps = least
+        self._copies.clear()
+        remake_iterator(iterator, copy.position)
+        self.recoveries.append(Recovery(tuple(sorted(lost)), survivors, least))
+        if len(survivors) < self._min_workers:
+            self._stop_below_minimum(len(survivors))
+
+    def _agree_steps(self) -> tuple[int, int]:
+        communicator = self._strategy.extended._communicator
+        if communicator is None:  # one survivor: nothing to agree
+            return self._steps, self._steps
+        with api_call(communicator, "ElasticHandler.run"):
+            return communicator.min_max(self._steps, "steps completed before the failure")
+
+    def _copy_at(self, least: int, most: int) -> _state_copy.StateCopy:
+        for copy in self._copies:
+            if copy.step == least:
+                return copy
+        raise errors.InternalError(
+            None,
+            None,
+            f"ElasticHandler on rank {mpi().COMM_WORLD.Get_rank()}: the survivors completed "
+            f"between {least} and {most} steps, and this rank holds the state at steps "
+            f"{[c.step for c in self._copies]} only. A step that makes no collective call lets "
+            "workers run more than one step apart.",
+        )
+
+    def _stop_below_minimum(self, workers: int) -> None:
+        """Saves (with a ``CheckpointManager``) and exits with TF's restart code, together."""
+        if self._strategy.extended.should_checkpoint:
+            _log.warning(
+                "ElasticHandler: %d worker(s) left, fewer than min_workers=%d: saving and "
+                "exiting with %d to be restarted.",
+                workers,
+                self._min_workers,
+                RESTART_CODE,
+            )
+        if self._manager is not None:
+            self._manager.save()
+        _lifecycle.agreed_exit(RESTART_CODE)
+
+    def _report(self, recovery: Recovery) -> None:
+        if self._strategy.extended.should_checkpoint:
+            _log.warning(
+                "ElasticHandler: lost rank(s) %s; %d worker(s) (ranks %s) went on from step %d "
+                "in %.3f s (failure seen to the first step completed).",
+                list(recovery.lost) or "(MPI did not say which)",
+                len(recovery.survivors),
+                list(recovery.survivors),
+                recovery.step,
+                recovery.seconds,
+            )
+
+
+class Recovery:
+    """One recovery: the ``COMM_WORLD`` ranks reported lost, the survivors, the step the
+    survivors went back to, and the seconds from the failure to the first step completed."""
+
+    def __init__(self, lost: tuple[int, ...], survivors: tuple[int, ...], step: int) -> None:
+        self.lost = lost
+        self.survivors = survivors
+        self.step = step
+        self.seconds: float | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Recovery(lost={list(self.lost)}, survivors={list(self.survivors)}, "
+            f"step={self.step}, seconds={self.seconds})"
+        )
+
+
+def _check_iterator(iterator: Any) -> None:
+    if not isinstance(iterator, DistributedIterator) or iterator._source is None:
+        raise ValueError(
+            "ElasticHandler.run needs an iterator of a distributed dataset, "
+            "iter(strategy.experimental_distribute_dataset(dataset)) or "
+            f"iter(strategy.distribute_datasets_from_function(fn)), got {type(iterator).__name__}."
+        )
+
+
+def remake_iterator(iterator: DistributedIterator, position: int) -> None:
+    """Makes ``iterator`` (in place) the strategy's current world's, ``position`` steps on."""
+    source = iterator._source
+    remake = None if source is None else source._remake
+    if remake is None:
+        raise ValueError("This iterator's dataset cannot be distributed again.")
+    dataset = remake(position)
+    dataset._remake = remake  # positions stay counted from the original dataset's start
+    fresh = iter(dataset)
+    fresh._position = position
+    iterator.__dict__.update(fresh.__dict__)

@@ -1,0 +1,157 @@
+"""Training survives a lost rank with ``ElasticHandler``, with the bits of a fresh run.
+
+Serial tests that launch ``mpiexec --with-ft ulfm`` (Open MPI's ULFM, docs/elastic.md) on 4
+ranks oversubscribed. A small model (linear regression, Adam, op determinism on) trains for
+``STEPS`` steps of a fixed global batch; one rank SIGKILLs itself at a given step (rank 2,
+rank 0, or two ranks one after the other), before the step or after its update (the others
+then fail in the step's last call, the loss's reduce, with the update applied: the step must
+be undone from the in-memory copy). Every survivor must finish with status 0, and its
+final weights must equal, bit for bit, a fresh run on the survivors' count restored from the
+checkpoint of the step the survivors went back to (saved by a run on the full world). Under
+MPICH (no working ULFM) the same program ends the job naming the lost rank, as without the
+handler.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.launch import LaunchResult, json_records, mpiexec, run_mpi, write_script
+
+pytestmark = [pytest.mark.timeout(180)]
+
+RANKS, STEPS, GLOBAL_BATCH = 4, 10, 12
+RECOVERY_S = 5.0  # failure seen to the first step on the survivors; the target is 1 s
+
+ULFM = mpiexec().family.fault_tolerance_flags is not None
+needs_ulfm = pytest.mark.skipif(
+    not ULFM, reason="needs Open MPI's ULFM (mpiexec --with-ft ulfm); this launcher has none"
+)
+
+# argv: mode ("elastic" or "fresh"), kills "rank:step,...", start, until, checkpoint dir.
+# elastic: trains STEPS steps under ElasticHandler; the ranks in kills SIGKILL themselves at
+#   their step ("rank:step"), or after its update ("rank:step:after").
+# fresh: restores the checkpoint if start > 0, trains from step start (its input start global
+#   batches on) to until, and saves if until < STEPS.
+# Each rank prints its weights as float.hex strings.
+TRAIN = """
+    import json, os, signal, sys
+    import numpy as np
+    import mwms_mpi
+    from mwms_mpi import data, distribute, optimizers, train
+    from mwms_mpi._mpi import mpi
+
+    mode, kills, start, until, directory = sys.argv[1:]
+    kills = [p.split(":") for p in kills.split(",") if p]
+    before = {int(k[0]): int(k[1]) for k in kills if len(k) == 2}
+    after = {int(k[0]): int(k[1]) for k in kills if len(k) == 3}  # after the step's update
+    start, until = int(start), int(until)
+    mwms_mpi.config.experimental.enable_op_determinism()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((STEPS * GLOBAL_BATCH, 5))
+    y = x @ rng.standard_normal((5, 2)) + 0.1 * rng.standard_normal((STEPS * GLOBAL_BATCH, 2))
+    strategy = distribute.MultiWorkerMirroredStrategy()
+    me = mpi().COMM_WORLD.Get_rank()
+    with strategy.scope():
+        w = mwms_mpi.Variable(np.zeros((5, 2)), name="w")
+        b = mwms_mpi.Variable(np.zeros(2), name="b")
+        opt = optimizers.Adam(0.05)
+        opt.build([w, b])
+    checkpoint = train.Checkpoint(w=w, b=b, opt=opt)
+    manager = train.CheckpointManager(checkpoint, directory, max_to_keep=1)
+
+    def replica_step(xs, ys):
+        err = xs @ w.read_value() + b.read_value() - ys
+        grads = [2 * xs.T @ err / GLOBAL_BATCH, 2 * err.sum(0) / GLOBAL_BATCH]
+        opt.apply_gradients(zip(grads, [w, b]))
+        return (err ** 2).sum() / GLOBAL_BATCH
+
+    def train_step(batch):
+        losses = strategy.run(replica_step, args=batch)
+        if after.get(me) == handler.steps:  # the others fail in the loss's reduce, updated
+            os.kill(os.getpid(), signal.SIGKILL)
+        return strategy.reduce("SUM", losses, axis=None)
+
+    dataset = data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    if start:
+        checkpoint.restore(manager.latest_checkpoint)
+    iterator = iter(strategy.experimental_distribute_dataset(dataset.skip(start)))
+    handler = distribute.experimental.ElasticHandler(strategy, checkpoint)
+    while handler.steps < until - start:
+        if before.get(me) == handler.steps:
+            os.kill(os.getpid(), signal.SIGKILL)
+        handler.run(train_step, iterator)
+    if until < STEPS:
+        manager.save()
+    weights = [float(v).hex() for v in np.concatenate([w.numpy().ravel(), b.numpy()])]
+    print(json.dumps({"rank": me, "steps": handler.steps, "weights": weights,
+                      "workers": strategy.extended._num_workers,
+                      "replicas": strategy.num_replicas_in_sync,
+                      "chief": bool(strategy.extended.should_checkpoint),
+                      "recoveries": [[list(r.lost), list(r.survivors), r.step, r.seconds]
+                                     for r in handler.recoveries]}), flush=True)
+""".replace("STEPS", str(STEPS)).replace("GLOBAL_BATCH", str(GLOBAL_BATCH))
+
+
+def _launch(
+    tmp_path: Path, n: int, mode: str, kills: str = "", start: int = 0, until: int = STEPS
+) -> LaunchResult:
+    script = write_script(tmp_path, "train.py", TRAIN)
+    argv = [sys.executable, "-m", "mwms_mpi.run", script, mode, kills, str(start), str(until)]
+    ft = mode == "elastic" and ULFM
+    result = run_mpi(n, [*argv, str(tmp_path / "ckpt")], timeout=120, fault_tolerant=ft)
+    assert not result.killed, result.describe()
+    return result
+
+
+def _records(result: LaunchResult) -> list[dict[str, Any]]:
+    assert result.returncode == 0, result.describe()
+    return sorted(json_records(result.stdout), key=lambda r: int(r["rank"]))
+
+
+@needs_ulfm
+@pytest.mark.parametrize(
+    ("kills", "lost"),
+    [("2:4", [2]), ("0:3", [0]), ("2:5:after", [2]), ("1:2,3:6:after", [1, 3])],
+)
+def test_survivors_finish_with_the_bits_of_a_fresh_run_on_them(
+    tmp_path: Path, kills: str, lost: list[int]
+) -> None:
+    records = _records(_launch(tmp_path, RANKS, "elastic", kills))
+    survivors = [r for r in range(RANKS) if r not in lost]
+    assert [int(r["rank"]) for r in records] == survivors, records
+    assert len({tuple(r["weights"]) for r in records}) == 1, records  # every copy equal
+    for record in records:
+        assert record["steps"] == STEPS and record["workers"] == len(survivors), record
+        assert record["replicas"] == len(survivors), record
+        assert record["chief"] == (record["rank"] == survivors[0]), record  # the lowest survivor
+        assert len(record["recoveries"]) == len(lost), record
+        for got_lost, _, _, seconds in record["recoveries"]:
+            assert set(got_lost) <= set(lost), record
+            assert seconds is not None and seconds < RECOVERY_S, record
+        assert record["recoveries"][-1][1] == survivors, record
+    # The reference: fresh runs, each world from the step the survivors went back to,
+    # restored from the checkpoint the run before saved there.
+    bounds = [0, *(recovery[2] for recovery in records[0]["recoveries"]), STEPS]
+    for i, (start, until) in enumerate(itertools.pairwise(bounds)):
+        reference = _records(_launch(tmp_path, RANKS - i, "fresh", "", start, until))
+    assert [r["weights"] for r in reference] == [r["weights"] for r in records], (
+        reference,
+        records,
+    )
+
+
+@pytest.mark.skipif(ULFM, reason="this launcher has ULFM: the survivors go on (tests above)")
+def test_without_ulfm_the_handler_says_so_and_a_lost_rank_ends_the_job(tmp_path: Path) -> None:
+    result = _launch(tmp_path, RANKS, "elastic", "2:4")
+    assert result.returncode != 0, result.describe()
+    assert "ElasticHandler: a lost rank cannot be survived here" in result.output
+    assert result.output.count("ElasticHandler: a lost rank cannot") == 1, result.describe()
+    assert re.search(r"signal:? 9", result.output, re.I), result.describe()
+    assert '"steps": 10' not in result.stdout, result.describe()  # nobody finished
