@@ -13,11 +13,14 @@ docs/elastic.md says what is built on this and what is not yet.
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 from mwms_mpi import _env
 
 FT_ENABLE_ENV = "OMPI_MCA_mpi_ft_enable"  # set to 1 by Open MPI's `mpiexec --with-ft ulfm`
+# How long another MPI error waits for MPI to name a failed rank before it is no failure.
+FAILURE_GRACE_S = 2.0
 
 
 def library_has_ulfm(MPI: Any) -> bool:
@@ -115,9 +118,26 @@ class ProcessFailures:
         self._MPI = MPI
         self._comms = comms
 
-    def is_failure(self, exc: BaseException) -> bool:
-        """Whether ``exc`` reports a peer's process failure (or a revocation after one)."""
-        return is_process_failure(self._MPI, exc)
+    def is_failure(self, exc: BaseException, grace_s: float = FAILURE_GRACE_S) -> bool:
+        """Whether ``exc`` reports a peer's process failure (or a revocation after one).
+
+        Open MPI does not always say so by the error's class: a survivor of a rank killed
+        inside a large collective was seen to get ``MPI_ERR_OTHER``. Any other MPI error is
+        therefore a failure too when MPI knows of a failed rank in the communicator, within
+        ``grace_s`` seconds (the runtime's notice can come after the error); else it is not.
+        """
+        MPI = self._MPI
+        if is_process_failure(MPI, exc):
+            return True
+        if not isinstance(exc, MPI.Exception):
+            return False
+        deadline = time.monotonic() + grace_s
+        while True:
+            if self.failed_world_ranks():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     def revoke(self) -> None:
         """Revokes every MPI communicator behind the communicator."""

@@ -5,7 +5,8 @@ ranks oversubscribed. A small model (linear regression, Adam, op determinism on)
 ``STEPS`` steps of a fixed global batch; one rank SIGKILLs itself at a given step (rank 2,
 rank 0, or two ranks one after the other), before the step or after its update (the others
 then fail in the step's last call, the loss's reduce, with the update applied: the step must
-be undone from the in-memory copy). Every survivor must finish with status 0, and its
+be undone from the in-memory copy), or inside the gradients' reduce (survivors may then
+disagree whether the step completed). Every survivor must finish with status 0, and its
 final weights must equal, bit for bit, a fresh run on the survivors' count restored from the
 checkpoint of the step the survivors went back to (saved by a run on the full world). Under
 MPICH (no working ULFM) the same program ends the job naming the lost rank, as without the
@@ -36,12 +37,13 @@ needs_ulfm = pytest.mark.skipif(
 
 # argv: mode ("elastic" or "fresh"), kills "rank:step,...", start, until, checkpoint dir.
 # elastic: trains STEPS steps under ElasticHandler; the ranks in kills SIGKILL themselves at
-#   their step ("rank:step"), or after its update ("rank:step:after").
+#   their step ("rank:step"), after its update ("rank:step:after"), or by a timer while
+#   its gradients' reduce, made 8 MB by a large variable, is in flight ("rank:step:inside").
 # fresh: restores the checkpoint if start > 0, trains from step start (its input start global
 #   batches on) to until, and saves if until < STEPS.
 # Each rank prints its weights as float.hex strings.
 TRAIN = """
-    import json, os, signal, sys
+    import hashlib, json, os, signal, sys, threading
     import numpy as np
     import mwms_mpi
     from mwms_mpi import data, distribute, optimizers, train
@@ -49,8 +51,12 @@ TRAIN = """
 
     mode, kills, start, until, directory = sys.argv[1:]
     kills = [p.split(":") for p in kills.split(",") if p]
+    big = any(k[2:] == ["inside"] for k in kills)  # a large variable, to be killed inside
+    if mode != "elastic":
+        kills = []
     before = {int(k[0]): int(k[1]) for k in kills if len(k) == 2}
-    after = {int(k[0]): int(k[1]) for k in kills if len(k) == 3}  # after the step's update
+    after = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["after"]}  # after the update
+    inside = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["inside"]}  # in the reduce
     start, until = int(start), int(until)
     mwms_mpi.config.experimental.enable_op_determinism()
     rng = np.random.default_rng(3)
@@ -61,18 +67,22 @@ TRAIN = """
     with strategy.scope():
         w = mwms_mpi.Variable(np.zeros((5, 2)), name="w")
         b = mwms_mpi.Variable(np.zeros(2), name="b")
+        e = mwms_mpi.Variable(np.zeros(1_000_000 if big else 1), name="e")  # 8 MB or 8 B
         opt = optimizers.Adam(0.05)
-        opt.build([w, b])
-    checkpoint = train.Checkpoint(w=w, b=b, opt=opt)
+        opt.build([w, b, e])
+    checkpoint = train.Checkpoint(w=w, b=b, e=e, opt=opt)
     manager = train.CheckpointManager(checkpoint, directory, max_to_keep=1)
 
     def replica_step(xs, ys):
         err = xs @ w.read_value() + b.read_value() - ys
         grads = [2 * xs.T @ err / GLOBAL_BATCH, 2 * err.sum(0) / GLOBAL_BATCH]
-        opt.apply_gradients(zip(grads, [w, b]))
+        grads.append(np.linspace(-1, 1, e.shape[0]) * err.mean())
+        opt.apply_gradients(zip(grads, [w, b, e]))
         return (err ** 2).sum() / GLOBAL_BATCH
 
     def train_step(batch):
+        if inside.get(me) == handler.steps:  # killed while the gradients' reduce is in flight
+            threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGKILL)).start()
         losses = strategy.run(replica_step, args=batch)
         if after.get(me) == handler.steps:  # the others fail in the loss's reduce, updated
             os.kill(os.getpid(), signal.SIGKILL)
@@ -90,6 +100,7 @@ TRAIN = """
     if until < STEPS:
         manager.save()
     weights = [float(v).hex() for v in np.concatenate([w.numpy().ravel(), b.numpy()])]
+    weights.append(hashlib.sha256(e.numpy().tobytes()).hexdigest())
     print(json.dumps({"rank": me, "steps": handler.steps, "weights": weights,
                       "workers": strategy.extended._num_workers,
                       "replicas": strategy.num_replicas_in_sync,
@@ -118,7 +129,13 @@ def _records(result: LaunchResult) -> list[dict[str, Any]]:
 @needs_ulfm
 @pytest.mark.parametrize(
     ("kills", "lost"),
-    [("2:4", [2]), ("0:3", [0]), ("2:5:after", [2]), ("1:2,3:6:after", [1, 3])],
+    [
+        ("2:4", [2]),
+        ("0:3", [0]),
+        ("2:5:after", [2]),
+        ("2:4:inside", [2]),
+        ("1:2,3:6:after", [1, 3]),
+    ],
 )
 def test_survivors_finish_with_the_bits_of_a_fresh_run_on_them(
     tmp_path: Path, kills: str, lost: list[int]
@@ -140,7 +157,7 @@ def test_survivors_finish_with_the_bits_of_a_fresh_run_on_them(
     # restored from the checkpoint the run before saved there.
     bounds = [0, *(recovery[2] for recovery in records[0]["recoveries"]), STEPS]
     for i, (start, until) in enumerate(itertools.pairwise(bounds)):
-        reference = _records(_launch(tmp_path, RANKS - i, "fresh", "", start, until))
+        reference = _records(_launch(tmp_path, RANKS - i, "fresh", kills, start, until))
     assert [r["weights"] for r in reference] == [r["weights"] for r in records], (
         reference,
         records,
