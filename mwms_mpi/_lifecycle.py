@@ -17,6 +17,10 @@
   :func:`exit_without_finalize` and the program's own status; a plain ``python`` exit, whose
   status an exit hook cannot know, ends the job with ``MPI_Abort`` instead, saying why
   (``collective/watch.py``).
+* :func:`set_elastic` (the runner's ``--elastic``): a rank that fails alone sends its report to
+  its peers and ends itself by ``SIGKILL``, so that they can go on without it;
+  :func:`note_lost_rank_failure` keeps such a report on a survivor, whose exit is then
+  non-zero.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ ABORT_ENV = "MWMS_MPI_ABORT_ON_ERROR"
 ABORT_GRACE_S = 0.3  # before MPI_Abort: the launcher forwards what the rank wrote last
 _agreed_exit_code: int | None = None
 _peer_failure_seen = False
+_elastic = False
+_lost_rank_failures: list[str] = []  # reports of lost ranks that failed with an exception
 _hook_installed = False
 _before_abort: list[Callable[[], None]] = []
 
@@ -68,6 +74,29 @@ def note_peer_failure() -> None:
 def peer_failure_seen() -> bool:
     """Whether :func:`note_peer_failure` was called in this process."""
     return _peer_failure_seen
+
+
+def set_elastic() -> None:
+    """Elastic mode (``python -m mwms_mpi.run --elastic``): a rank that fails alone ends
+    itself instead of the job, so that its peers can go on (docs/elastic.md)."""
+    global _elastic
+    _elastic = True
+
+
+def elastic() -> bool:
+    """Whether :func:`set_elastic` was called in this process."""
+    return _elastic
+
+
+def note_lost_rank_failure(report: str) -> None:
+    """Records that a lost peer had failed with an uncaught exception: the job that went on
+    without it must still end non-zero (a user's bug must not look like success)."""
+    _lost_rank_failures.append(report)
+
+
+def lost_rank_failures() -> list[str]:
+    """The reports given to :func:`note_lost_rank_failure`, in order."""
+    return list(_lost_rank_failures)
 
 
 def exit_without_finalize(status: int) -> NoReturn:
@@ -113,7 +142,7 @@ def flush_streams() -> None:
 def abort_on_uncaught() -> None:
     """Collective over ``COMM_WORLD`` (the first multi-rank communicator calls it): prepares
     the runner's failure-report exchange and makes sure the abort hook is installed."""
-    _failure_report.prepare()  # used by `python -m mwms_mpi.run`
+    _failure_report.prepare(elastic=_elastic)  # used by `python -m mwms_mpi.run`
     install_abort_hook()
 
 

@@ -17,9 +17,11 @@ other ranks never start MPI.
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import os
 import runpy
+import signal
 import sys
 import traceback
 import types
@@ -44,9 +46,9 @@ USAGE_STATUS = 2
 INTERRUPT_STATUS = 130
 
 USAGE = f"""\
-usage: python -m {PROG} <script.py> [arg ...]
-   or: python -m {PROG} -m <module> [arg ...]
-   or: python -m {PROG} -c <command> [arg ...]
+usage: python -m {PROG} [--elastic] <script.py> [arg ...]
+   or: python -m {PROG} [--elastic] -m <module> [arg ...]
+   or: python -m {PROG} [--elastic] -c <command> [arg ...]
 
 Runs a Python program as __main__, with sys.argv set as python would set it. If the program
 ends on any rank with an uncaught exception, a non-zero sys.exit() or KeyboardInterrupt, that
@@ -57,6 +59,9 @@ a non-zero exit code instead of the other ranks waiting forever in a collective.
 
 options:
   -h, --help  show this message and exit
+  --elastic   under `mpiexec --with-ft ulfm` (Open MPI): a rank that fails alone prints its
+              traceback, sends it to the others and ends itself (SIGKILL) instead of the job,
+              so that they can go on (ElasticHandler); the job still ends non-zero
 
 environment:
   {INIT_TIMEOUT_VARIABLE}  seconds (a number >= 1) a failing rank waits in MPI_Init (needed
@@ -81,6 +86,7 @@ class Program:
     kind: Literal["path", "module", "command"]
     target: str
     args: tuple[str, ...] = ()
+    elastic: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,9 @@ def parse_args(argv: Sequence[str]) -> Program | None:
     first, rest = argv[0], tuple(argv[1:])
     if first in ("-h", "--help"):
         return None
+    if first == "--elastic":
+        program = parse_args(rest)
+        return None if program is None else dataclasses.replace(program, elastic=True)
     if first in ("-m", "-c"):
         if not rest:
             raise UsageError(f"argument expected for option {first}")
@@ -169,14 +178,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(Failure(USAGE_STATUS, str(exc)))
     if program.kind == "path" and not os.path.exists(program.target):
         return fail(Failure(USAGE_STATUS, f"can't open file {program.target!r}"))
+    if program.elastic:
+        _lifecycle.set_elastic()
     failure = _run_catching(program)
     if failure is None:
         agreed = _lifecycle.agreed_exit_code()
         status = 0 if agreed is None else agreed
         if _lifecycle.peer_failure_seen():  # it went on after a peer's failure (ULFM)
-            _lifecycle.exit_without_finalize(status)
+            _lifecycle.exit_without_finalize(_status_after_lost_ranks(status))
         return status
     return fail(failure)
+
+
+def _status_after_lost_ranks(status: int) -> int:
+    """The program's status, made non-zero if a rank it went on without had failed with an
+    uncaught exception (elastic mode): the job must not look like a success."""
+    reports = _lifecycle.lost_rank_failures()
+    if not reports or status != 0:
+        return status
+    rank = _where()[0]
+    _write_stderr(
+        f"[{PROG}] rank {rank}: the program went on without {len(reports)} rank(s) that failed "
+        f"with an uncaught exception (reported when they left); ending with status "
+        f"{EXCEPTION_STATUS}",
+        f"[{PROG}] rank {rank}",
+        "",
+    )
+    return EXCEPTION_STATUS
 
 
 def _run_catching(program: Program) -> Failure | None:
@@ -228,11 +256,13 @@ def fail(failure: Failure) -> int:
     action = "aborting the job" if aborting else f"exiting with status {failure.status}"
     rank, size = _where()
     tag = f"[{PROG}] rank {rank}"
-    same = (
-        _failure_report.same_failure(f"{failure.reason}\n{failure.details}")
-        if _mpi_running()
-        else None
-    )
+    report = f"{failure.reason}\n{failure.details}"
+    same = _failure_report.same_failure(report) if _mpi_running() else None
+    # Elastic: a rank failing while others go on (they did not all join the exchange) leaves
+    # alone; the last one alive ends the job as without --elastic (a job of ranks that all
+    # died by SIGKILL would end with status 0 under ULFM: measured).
+    if _lifecycle.elastic() and same is None and _failure_report.peers_alive():
+        _leave_alone(failure, f"{tag} of {size}", report)
     if same is None or len(same) == 1:
         _write_stderr(f"{tag} of {size}: {failure.reason}, {action}", tag, failure.details)
     elif str(same[0]) == rank:  # the lowest rank of the group speaks for it
@@ -254,6 +284,21 @@ def fail(failure: Failure) -> int:
         except Exception as exc:  # no mpi4py, or MPI refused: exiting non-zero is what is left
             _write_stderr(f"{tag}: could not abort the job: {exc!r}", tag, "")
     return failure.status
+
+
+def _leave_alone(failure: Failure, where: str, report: str) -> None:
+    """Elastic mode, a rank failing while others do not: it prints its report, sends it to its
+    peers and ends itself by ``SIGKILL``, so that they shrink and go on (docs/elastic.md).
+    Open MPI does not report a rank that exits without ``MPI_Finalize``: its peers would wait.
+    """
+    _write_stderr(
+        f"{where}: {failure.reason}, leaving the job (--elastic: the others go on without it)",
+        where,
+        failure.details,
+    )
+    _failure_report.tell_peers(f"{where}: {report}")
+    _lifecycle.flush_streams()
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _ranks_text(ranks: list[int]) -> str:

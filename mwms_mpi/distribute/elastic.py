@@ -29,9 +29,9 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
-from mwms_mpi import _lifecycle, errors
+from mwms_mpi import _failure_report, _lifecycle, errors
 from mwms_mpi._logging import get_logger
 from mwms_mpi._mpi import mpi
 from mwms_mpi.collective import ulfm
@@ -43,6 +43,8 @@ from mwms_mpi.train.checkpoint_management import CheckpointManager
 _log = get_logger(__name__)
 
 RESTART_CODE = 42  # TF's exit code for a job to be restarted (failure_handling's default)
+_EXCEPTION_STATUS = 1  # a job that failed (the runner's status for an uncaught exception)
+_FAILED_AGAIN = 2  # _agree_failed: a lost rank raised at a step where one had raised before
 
 
 class ElasticHandler:
@@ -75,6 +77,7 @@ class ElasticHandler:
         self._copies: collections.deque[_state_copy.StateCopy] = collections.deque(maxlen=2)
         self._steps = 0
         self._failed_at: float | None = None  # when the failure being recovered was seen
+        self._failed_steps: set[int] = set()  # steps at which a lost rank had raised
         self.recoveries: list[Recovery] = []
         workers = strategy.extended._num_workers
         self._elastic = workers > 1 and ulfm.enabled(mpi())
@@ -127,23 +130,30 @@ class ElasticHandler:
         """Steps 1 to 4 of the module's docstring."""
         if self._failed_at is None:
             self._failed_at = time.perf_counter()
-        lost = set(getattr(error, "failed_ranks", ()))
         extended = self._strategy.extended
+        world = set(extended._communicator.world_ranks)
         while True:
             try:
                 survivors = extended._shrink()
+                lost = sorted(world - set(survivors))
+                reports = [r for r in map(_failure_report.report_of, lost) if r is not None]
                 least, most = self._agree_steps()
+                failed = self._agree_failed(bool(reports), least)
                 break
-            except errors.UnavailableError as again:  # another rank failed meanwhile
+            except errors.UnavailableError:  # another rank failed meanwhile
                 if not _lifecycle.peer_failure_seen():
                     raise
-                lost.update(getattr(again, "failed_ranks", ()))
+        _failure_report.renew_receives(survivors)  # for the report of a rank lost later
+        for report in reports:
+            _lifecycle.note_lost_rank_failure(report)
+        if failed == _FAILED_AGAIN:
+            self._stop_failing_again(reports, least)
         copy = self._copy_at(least, most)
         _state_copy.restore(self._state, copy)
         self._steps = least
         self._copies.clear()
         remake_iterator(iterator, copy.position)
-        self.recoveries.append(Recovery(tuple(sorted(lost)), survivors, least))
+        self.recoveries.append(Recovery(tuple(lost), survivors, least, tuple(reports)))
         if len(survivors) < self._min_workers:
             self._stop_below_minimum(len(survivors))
 
@@ -153,6 +163,33 @@ class ElasticHandler:
             return self._steps, self._steps
         with api_call(communicator, "ElasticHandler.run"):
             return communicator.min_max(self._steps, "steps completed before the failure")
+
+    def _agree_failed(self, reported: bool, step: int) -> int:
+        """Whether a lost rank failed with an exception (a report reached any survivor), and
+        whether one did at this step before: the survivors decide alike."""
+        again = reported and step in self._failed_steps
+        mine = _FAILED_AGAIN if again else int(reported)
+        communicator = self._strategy.extended._communicator
+        if communicator is not None:
+            with api_call(communicator, "ElasticHandler.run"):
+                mine = communicator.min_max(mine, "a lost rank failed with an exception")[1]
+        if mine:
+            self._failed_steps.add(step)
+        return mine
+
+    def _stop_failing_again(self, reports: list[str], step: int) -> NoReturn:
+        """A step that raised again after a shrink is a bug, not a lost machine: going on
+        would shrink to ``min_workers`` and be restarted for ever. Every survivor ends,
+        non-zero and without TF's restart code."""
+        if self._strategy.extended.should_checkpoint:
+            text = "\n".join(reports) or "(the report reached another survivor)"
+            _log.error(
+                "ElasticHandler: step %d failed with an uncaught exception again after a lost "
+                "rank was left behind; a bug, not a lost machine: ending the job.\n%s",
+                step,
+                text,
+            )
+        _lifecycle.exit_without_finalize(_EXCEPTION_STATUS)
 
     def _copy_at(self, least: int, most: int) -> _state_copy.StateCopy:
         for copy in self._copies:
@@ -182,26 +219,37 @@ class ElasticHandler:
         _lifecycle.agreed_exit(RESTART_CODE)
 
     def _report(self, recovery: Recovery) -> None:
-        if self._strategy.extended.should_checkpoint:
-            _log.warning(
-                "ElasticHandler: lost rank(s) %s; %d worker(s) (ranks %s) went on from step %d "
-                "in %.3f s (failure seen to the first step completed).",
-                list(recovery.lost) or "(MPI did not say which)",
-                len(recovery.survivors),
-                list(recovery.survivors),
-                recovery.step,
-                recovery.seconds,
-            )
+        if not self._strategy.extended.should_checkpoint:
+            return
+        for report in recovery.reports:
+            _log.error("ElasticHandler: a lost rank had failed with an exception:\n%s", report)
+        _log.warning(
+            "ElasticHandler: lost rank(s) %s; %d worker(s) (ranks %s) went on from step %d "
+            "in %.3f s (failure seen to the first step completed).",
+            list(recovery.lost),
+            len(recovery.survivors),
+            list(recovery.survivors),
+            recovery.step,
+            recovery.seconds,
+        )
 
 
 class Recovery:
-    """One recovery: the ``COMM_WORLD`` ranks reported lost, the survivors, the step the
-    survivors went back to, and the seconds from the failure to the first step completed."""
+    """One recovery: the ``COMM_WORLD`` ranks lost, the survivors, the step the survivors went
+    back to, the reports of lost ranks that failed with an exception, and the seconds from
+    the failure to the first step completed."""
 
-    def __init__(self, lost: tuple[int, ...], survivors: tuple[int, ...], step: int) -> None:
+    def __init__(
+        self,
+        lost: tuple[int, ...],
+        survivors: tuple[int, ...],
+        step: int,
+        reports: tuple[str, ...] = (),
+    ) -> None:
         self.lost = lost
         self.survivors = survivors
         self.step = step
+        self.reports = reports  # what lost ranks that failed with an exception sent (--elastic)
         self.seconds: float | None = None
 
     def __repr__(self) -> str:

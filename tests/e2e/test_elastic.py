@@ -57,6 +57,9 @@ TRAIN = """
     before = {int(k[0]): int(k[1]) for k in kills if len(k) == 2}
     after = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["after"]}  # after the update
     inside = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["inside"]}  # in the reduce
+    raises = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["raise"]}  # by world rank
+    # by worker index: after a shrink another rank has it, and raises at the same step again
+    bug = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["bug"]}
     start, until = int(start), int(until)
     mwms_mpi.config.experimental.enable_op_determinism()
     rng = np.random.default_rng(3)
@@ -81,6 +84,10 @@ TRAIN = """
         return (err ** 2).sum() / GLOBAL_BATCH
 
     def train_step(batch):
+        if raises.get(me) == handler.steps:
+            raise KeyError(f"rank {me} lost its batch")
+        if bug.get(strategy.extended._id_in_cluster) == handler.steps:
+            raise KeyError(f"worker {strategy.extended._id_in_cluster} fails at this step")
         if inside.get(me) == handler.steps:  # killed while the gradients' reduce is in flight
             threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGKILL)).start()
         losses = strategy.run(replica_step, args=batch)
@@ -101,12 +108,13 @@ TRAIN = """
         manager.save()
     weights = [float(v).hex() for v in np.concatenate([w.numpy().ravel(), b.numpy()])]
     weights.append(hashlib.sha256(e.numpy().tobytes()).hexdigest())
-    print(json.dumps({"rank": me, "steps": handler.steps, "weights": weights,
+    sys.stdout.write(json.dumps({"rank": me, "steps": handler.steps, "weights": weights,
                       "workers": strategy.extended._num_workers,
                       "replicas": strategy.num_replicas_in_sync,
                       "chief": bool(strategy.extended.should_checkpoint),
                       "recoveries": [[list(r.lost), list(r.survivors), r.step, r.seconds]
-                                     for r in handler.recoveries]}), flush=True)
+                                     for r in handler.recoveries]}) + "\\n")  # one write
+    sys.stdout.flush()
 """.replace("STEPS", str(STEPS)).replace("GLOBAL_BATCH", str(GLOBAL_BATCH))
 
 
@@ -114,15 +122,16 @@ def _launch(
     tmp_path: Path, n: int, mode: str, kills: str = "", start: int = 0, until: int = STEPS
 ) -> LaunchResult:
     script = write_script(tmp_path, "train.py", TRAIN)
-    argv = [sys.executable, "-m", "mwms_mpi.run", script, mode, kills, str(start), str(until)]
+    runner = [sys.executable, "-m", "mwms_mpi.run", *(["--elastic"] if mode == "elastic" else [])]
+    argv = [*runner, script, mode, kills, str(start), str(until)]
     ft = mode == "elastic" and ULFM
     result = run_mpi(n, [*argv, str(tmp_path / "ckpt")], timeout=120, fault_tolerant=ft)
     assert not result.killed, result.describe()
     return result
 
 
-def _records(result: LaunchResult) -> list[dict[str, Any]]:
-    assert result.returncode == 0, result.describe()
+def _records(result: LaunchResult, status: int = 0) -> list[dict[str, Any]]:
+    assert result.returncode == status, result.describe()
     return sorted(json_records(result.stdout), key=lambda r: int(r["rank"]))
 
 
@@ -134,13 +143,21 @@ def _records(result: LaunchResult) -> list[dict[str, Any]]:
         ("0:3", [0]),
         ("2:5:after", [2]),
         ("2:4:inside", [2]),
+        ("2:3:raise", [2]),
         ("1:2,3:6:after", [1, 3]),
     ],
 )
 def test_survivors_finish_with_the_bits_of_a_fresh_run_on_them(
     tmp_path: Path, kills: str, lost: list[int]
 ) -> None:
-    records = _records(_launch(tmp_path, RANKS, "elastic", kills))
+    result = _launch(tmp_path, RANKS, "elastic", kills)
+    raised = kills.endswith(":raise")
+    records = _records(result, status=1 if raised else 0)
+    if raised:  # the lost rank's traceback, and the job's end non-zero: a bug is no success
+        assert "KeyError: 'rank 2 lost its batch'" in result.stderr, result.describe()
+        assert "leaving the job (--elastic" in result.stderr, result.describe()
+        assert "a lost rank had failed with an exception" in result.stderr, result.describe()
+        assert "that failed with an uncaught exception" in result.stderr, result.describe()
     survivors = [r for r in range(RANKS) if r not in lost]
     assert [int(r["rank"]) for r in records] == survivors, records
     assert len({tuple(r["weights"]) for r in records}) == 1, records  # every copy equal
@@ -172,3 +189,25 @@ def test_without_ulfm_the_handler_says_so_and_a_lost_rank_ends_the_job(tmp_path:
     assert result.output.count("ElasticHandler: a lost rank cannot") == 1, result.describe()
     assert re.search(r"signal:? 9", result.output, re.I), result.describe()
     assert '"steps": 10' not in result.stdout, result.describe()  # nobody finished
+
+
+@needs_ulfm
+def test_a_step_that_raises_again_after_a_shrink_ends_the_job_as_a_bug(tmp_path: Path) -> None:
+    """Worker 2 raises at step 4: world rank 2 leaves, world rank 3 becomes worker 2 and raises
+    at step 4 again. Going on would shrink to nothing (or be restarted for ever): the
+    survivors end, non-zero, without TF's restart code, naming the failure."""
+    result = _launch(tmp_path, RANKS, "elastic", "2:4:bug")
+    assert result.returncode not in (0, 42), result.describe()
+    assert "failed with an uncaught exception again" in result.stderr, result.describe()
+    assert "KeyError: 'worker 2 fails at this step'" in result.stderr, result.describe()
+    assert '"steps"' not in result.stdout, result.describe()  # no survivor finished
+    assert result.wall_s < 60, result.describe()
+
+
+@needs_ulfm
+def test_every_rank_raising_at_once_ends_the_job_as_without_elastic(tmp_path: Path) -> None:
+    kills = ",".join(f"{r}:3:raise" for r in range(RANKS))
+    result = _launch(tmp_path, RANKS, "elastic", kills)
+    assert result.returncode not in (0, 42), result.describe()
+    assert "of 4: uncaught KeyError, aborting the job" in result.stderr, result.describe()
+    assert "leaving the job" not in result.stderr, result.describe()

@@ -311,7 +311,8 @@ def test_without_launcher_failure_exits_with_status_and_never_starts_mpi(tmp_pat
 def test_help_and_usage_errors() -> None:
     helped = _run_serial("--help")
     assert helped.returncode == 0
-    assert "usage: python -m mwms_mpi.run <script.py>" in helped.stdout
+    assert "usage: python -m mwms_mpi.run [--elastic] <script.py>" in helped.stdout
+    assert "--elastic   under `mpiexec --with-ft ulfm`" in helped.stdout
     assert "MPI_Abort" in helped.stdout
 
     bare = _run_serial()
@@ -330,6 +331,12 @@ def test_parse_args() -> None:
     assert run.parse_args(["-c", "pass"]) == run.Program("command", "pass")
     with pytest.raises(run.UsageError, match="unknown option --bogus"):
         run.parse_args(["--bogus"])
+    elastic = run.parse_args(["--elastic", "a.py", "--elastic"])
+    assert elastic == run.Program("path", "a.py", ("--elastic",), elastic=True)
+    assert run.parse_args(["--elastic", "-m", "pkg"]) == run.Program("module", "pkg", (), True)
+    assert run.parse_args(["--elastic", "--help"]) is None
+    with pytest.raises(run.UsageError, match="no script or module given"):
+        run.parse_args(["--elastic"])
 
 
 def test_main_in_process_runs_script_and_restores_argv(
