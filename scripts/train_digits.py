@@ -36,6 +36,7 @@ import argparse
 import itertools
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -193,7 +194,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="no progress bar (there is none unless stdout is a terminal)",
     )
+    parser.add_argument(
+        "--elastic",
+        action="store_true",
+        help="survive a lost rank (Open MPI with ULFM: mpiexec --with-ft ulfm ... python -m "
+        "mwms_mpi.run --elastic): each step runs under ElasticHandler, and the survivors go "
+        "on from the last step completed everywhere (docs/elastic.md); SIGTERM preemption "
+        "is not handled in this mode",
+    )
+    parser.add_argument(
+        "--drill-kill",
+        type=_rank_and_step,
+        default=None,
+        metavar="RANK:STEP",
+        help="a rehearsal of a lost machine: MPI rank RANK ends itself by SIGKILL before "
+        "global step STEP (counted from the first epoch)",
+    )
     return parser.parse_args(argv)
+
+
+def _world_rank() -> int:
+    """This process's MPI rank (``COMM_WORLD``'s: a shrink renumbers the workers, not it)."""
+    from mpi4py import MPI  # initialised by the strategy by now
+
+    return int(MPI.COMM_WORLD.Get_rank())
+
+
+def _rank_and_step(text: str) -> tuple[int, int]:
+    try:
+        rank, step = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected RANK:STEP, got {text!r}") from None
+    return rank, step
 
 
 # The experiment's checkpoint directory, as scripts/slurm/run.sbatch exports it.
@@ -281,14 +313,19 @@ class Job:
             self.manager = train.CheckpointManager(checkpoint, self.directory, max_to_keep=3)
             if self.chief and not self.resuming:
                 _write_config(self.directory, config)
-            # Restores the latest checkpoint, if any; saves and exits when a worker gets SIGTERM.
-            self.handler = distribute.experimental.PreemptionCheckpointHandler(
-                strategy.cluster_resolver,
-                self.manager,
-                termination_config=distribute.experimental.TerminationConfig(
-                    exit_fn=self._exit_after_preemption
-                ),
-            )
+            self.elastic: Any = None
+            self.handler: Any = None
+            if args.elastic:  # restores the latest checkpoint, if any; survives a lost rank
+                self.manager.restore_or_initialize()
+                self.elastic = distribute.experimental.ElasticHandler(strategy, self.manager)
+            else:  # restores the latest checkpoint, if any; saves and exits on SIGTERM
+                self.handler = distribute.experimental.PreemptionCheckpointHandler(
+                    strategy.cluster_resolver,
+                    self.manager,
+                    termination_config=distribute.experimental.TerminationConfig(
+                        exit_fn=self._exit_after_preemption
+                    ),
+                )
 
     def _where(self) -> str:
         return f"epoch {int(self.epoch.numpy())}, step {int(self.step_in_epoch.numpy())}"
@@ -327,6 +364,14 @@ class Job:
         def distributed_step(x: Any, y: Any) -> None:
             strategy.run(step, args=(x, y))
 
+        def elastic_step(batch: Any) -> None:  # the step counter is part of the transaction
+            drill = args.drill_kill
+            here = int(epoch.numpy()) * steps_per_epoch + int(step_in_epoch.numpy())
+            if drill is not None and drill == (_world_rank(), here):
+                os.kill(os.getpid(), signal.SIGKILL)
+            distributed_step(*batch)
+            step_in_epoch.assign_add(np.int64(1))
+
         x_train, y_train = self.train_data
         dumps: list[np.ndarray] = []
         steps_per_epoch = -(-len(x_train) // args.global_batch)
@@ -339,9 +384,16 @@ class Job:
                 if progress is not None:
                     progress.update(first)
                 batches = _epoch_batches(x_train, y_train, args, int(epoch.numpy())).skip(first)
-                for x, y in strategy.experimental_distribute_dataset(batches):
-                    self.handler.run(distributed_step, x, y)
-                    step_in_epoch.assign_add(np.int64(1))
+                iterator = iter(strategy.experimental_distribute_dataset(batches))
+                while True:
+                    try:
+                        if self.elastic is not None:
+                            self.elastic.run(elastic_step, iterator)
+                        else:
+                            self.handler.run(distributed_step, *next(iterator))
+                            step_in_epoch.assign_add(np.int64(1))
+                    except StopIteration:
+                        break
                     if args.dump is not None:
                         dumps.append(_all_replica_weights(strategy, params, names))
                     if progress is not None:

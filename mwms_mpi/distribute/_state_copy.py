@@ -1,7 +1,8 @@
 """A copy in memory of the training state at one step, for ``ElasticHandler``'s rollback.
 
-The state is what a ``Checkpoint`` would save (``train/_walk``): variables, their distributed
-forms copy by copy (a ``SyncOnReadVariable``'s replicas differ), and numpy arrays. Each copy
+The state is what a ``Checkpoint`` would save (``train/_walk``): variables, their mirrored
+forms copy by copy (no collective), ``SyncOnReadVariable``s aggregated (one collective each),
+and numpy arrays. Each copy
 is a fresh array owned here: restoring writes a fresh copy of it again, so a copy can be
 restored twice (a second failure during the step that re-runs after the first).
 """
@@ -14,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays
-from mwms_mpi.train._walk import is_array, leaves
+from mwms_mpi.train._restore import assign
+from mwms_mpi.train._walk import is_array, leaves, read_for_save
+from mwms_mpi.types import VariableSynchronization
 from mwms_mpi.values import DistributedValues
 from mwms_mpi.values.variables import Variable
 
@@ -34,14 +37,25 @@ class StateCopy:
     saved: tuple[tuple[str, Any, Any], ...]
 
 
+def _on_read(leaf: Any) -> bool:
+    return getattr(leaf, "synchronization", None) == VariableSynchronization.ON_READ and (
+        isinstance(leaf, DistributedValues)
+    )
+
+
 def _components(leaf: Any) -> tuple[Any, ...]:
-    """A distributed variable's local copies, else the leaf itself."""
-    if isinstance(leaf, DistributedValues):
+    """A distributed variable's local copies, else the leaf itself. A ``SyncOnReadVariable``
+    is one whole: its replicas' shares on a lost rank go with it, so it is copied as the
+    checkpoint saves it (aggregated over every replica: a collective) and put back as a
+    restore puts it back, as a fresh run restored at that step would have it."""
+    if isinstance(leaf, DistributedValues) and not _on_read(leaf):
         return tuple(leaf._values)
     return (leaf,)
 
 
-def _copy_of(component: Any) -> Any:
+def _copy_of(key: str, component: Any) -> Any:
+    if _on_read(component):
+        return read_for_save(key, component)
     if isinstance(component, Variable):
         return _arrays.array_copy(component._value)  # the copy itself, never a read's agreement
     if is_array(component):
@@ -50,7 +64,9 @@ def _copy_of(component: Any) -> Any:
 
 
 def _put(component: Any, saved: Any) -> None:
-    if isinstance(component, Variable):
+    if _on_read(component):
+        assign(component, np.array(saved))
+    elif isinstance(component, Variable):
         component._value = _arrays.array_copy(saved)
     elif is_array(component):
         component[...] = saved
@@ -62,7 +78,7 @@ def take(objects: Any, step: int, position: int) -> StateCopy:
     """Copies every component of every leaf under ``objects`` (a ``Checkpoint``, or the
     objects a checkpoint would be given)."""
     saved = tuple(
-        (key, component, _copy_of(component))
+        (key, component, _copy_of(key, component))
         for key, leaf in leaves({"state": objects})
         for component in _components(leaf)
     )

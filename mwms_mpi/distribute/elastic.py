@@ -111,8 +111,9 @@ class ElasticHandler:
             return result
         _check_iterator(iterator)
         while True:
-            self._copies.append(_state_copy.take(self._state, self._steps, iterator._position))
-            try:
+            try:  # copying a SyncOnReadVariable is a collective: it can meet the failure too
+                copy = _state_copy.take(self._state, self._steps, iterator._position)
+                self._copies.append(copy)
                 result = train_step(next(iterator), *args, **kwargs)
             except errors.UnavailableError as error:
                 if not _lifecycle.peer_failure_seen():
@@ -200,8 +201,10 @@ class ElasticHandler:
             None,
             f"ElasticHandler on rank {mpi().COMM_WORLD.Get_rank()}: the survivors completed "
             f"between {least} and {most} steps, and this rank holds the state at steps "
-            f"{[c.step for c in self._copies]} only. A step that makes no collective call lets "
-            "workers run more than one step apart.",
+            f"{[c.step for c in self._copies]} only: a rank was lost while the state was "
+            "being copied (its share of a SyncOnReadVariable went with it), or a step made "
+            "no collective call (workers ran more than one step apart). Restart from the "
+            "last checkpoint.",
         )
 
     def _stop_below_minimum(self, workers: int) -> None:

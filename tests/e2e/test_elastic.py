@@ -21,9 +21,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from tests.support.launch import LaunchResult, json_records, mpiexec, run_mpi, write_script
+from tests.support.launch import (
+    REPO_ROOT,
+    LaunchResult,
+    json_records,
+    mpiexec,
+    run_mpi,
+    write_script,
+)
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -211,3 +219,30 @@ def test_every_rank_raising_at_once_ends_the_job_as_without_elastic(tmp_path: Pa
     assert result.returncode not in (0, 42), result.describe()
     assert "of 4: uncaught KeyError, aborting the job" in result.stderr, result.describe()
     assert "leaving the job" not in result.stderr, result.describe()
+
+
+DIGITS = [str(REPO_ROOT / "scripts" / "train_digits.py"), "--deterministic", "--quiet"]
+DIGITS_EPOCH = 24  # steps: 1500 training digits in global batches of 64
+
+
+@needs_ulfm
+def test_train_digits_elastic_has_the_bits_of_the_fresh_three_rank_run(tmp_path: Path) -> None:
+    """The issue's acceptance run: rank 2 lost at the start of the second epoch; the final
+    weights equal those of a 4-rank run for one epoch resumed on 3 ranks for the second."""
+    runner = [sys.executable, "-m", "mwms_mpi.run"]
+    elastic = [*DIGITS, "--epochs", "2", "--checkpoint-dir", str(tmp_path / "elastic")]
+    drill = ["--elastic", "--drill-kill", f"2:{DIGITS_EPOCH}", "--dump", str(tmp_path / "e")]
+    argv = [*runner, "--elastic", *elastic, *drill]
+    result = run_mpi(RANKS, argv, timeout=120, fault_tolerant=True)
+    assert result.returncode == 0 and not result.killed, result.describe()
+    assert f"went on from step {DIGITS_EPOCH}" in result.stderr, result.describe()
+    fresh = [*DIGITS, "--checkpoint-dir", str(tmp_path / "fresh")]
+    first = run_mpi(RANKS, [*runner, *fresh, "--epochs", "1"], timeout=120)
+    assert first.returncode == 0, first.describe()
+    second = [*fresh, "--epochs", "2", "--resume", "--dump", str(tmp_path / "f")]
+    resumed = run_mpi(RANKS - 1, [*runner, *second], timeout=120)
+    assert resumed.returncode == 0, resumed.describe()
+    got, want = np.load(tmp_path / "e.rank0.npy"), np.load(tmp_path / "f.rank0.npy")
+    assert np.array_equal(got[-1], want[-1]), np.abs(got[-1] - want[-1]).max()
+    epoch_lines = [line for line in result.stdout.splitlines() if line.startswith("epoch 2:")]
+    assert epoch_lines and epoch_lines[0] in resumed.stdout, (result.stdout, resumed.stdout)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mwms_mpi
-from mwms_mpi import data, distribute, optimizers, train
+from mwms_mpi import data, distribute, metrics, optimizers, train
 from mwms_mpi.distribute import _state_copy
 from mwms_mpi.distribute.elastic import ElasticHandler, remake_iterator
 
@@ -124,3 +124,17 @@ def test_bad_arguments_are_refused(mirrored: distribute.MirroredStrategy) -> Non
         ElasticHandler(mirrored, train.Checkpoint())
     with pytest.raises(ValueError, match="min_workers must be at least 1"):
         ElasticHandler(mirrored, train.Checkpoint(), 0)
+
+
+def test_a_sync_on_read_variable_is_copied_aggregated_and_put_back_as_a_restore_does(
+    mirrored: distribute.MirroredStrategy,
+) -> None:
+    with mirrored.scope():
+        total = metrics.Sum(name="total", dtype="float64")
+    mirrored.run(lambda: total.update_state(np.float64(3.0)))  # 3 on each of 2 replicas
+    state = train.Checkpoint(total=total)
+    copy = _state_copy.take(state, 1, 1)
+    mirrored.run(lambda: total.update_state(np.float64(5.0)))
+    assert float(total.result()) == 16.0
+    _state_copy.restore(state, copy)
+    assert float(total.result()) == 6.0  # the aggregate, as a checkpoint restore gives it
