@@ -31,6 +31,7 @@ from typing import Literal
 
 from mwms_mpi import _env, _failure_report, _lifecycle, _mpi
 from mwms_mpi.cluster.launcher import LauncherInfo, detect_launcher
+from mwms_mpi.collective import ulfm
 
 PROG = "mwms_mpi.run"
 
@@ -261,7 +262,7 @@ def fail(failure: Failure) -> int:
     # Elastic: a rank failing while others go on (they did not all join the exchange) leaves
     # alone; the last one alive ends the job as without --elastic (a job of ranks that all
     # died by SIGKILL would end with status 0 under ULFM: measured).
-    if _lifecycle.elastic() and same is None and _failure_report.peers_alive():
+    if _lifecycle.elastic() and same is None and _can_leave_alone():
         _leave_alone(failure, f"{tag} of {size}", report)
     if same is None or len(same) == 1:
         _write_stderr(f"{tag} of {size}: {failure.reason}, {action}", tag, failure.details)
@@ -284,6 +285,12 @@ def fail(failure: Failure) -> int:
         except Exception as exc:  # no mpi4py, or MPI refused: exiting non-zero is what is left
             _write_stderr(f"{tag}: could not abort the job: {exc!r}", tag, "")
     return failure.status
+
+
+def _can_leave_alone() -> bool:
+    """Whether this rank's peers can go on without it: ULFM is on (elsewhere a rank that
+    leaves ends the job, so it aborts as without --elastic) and one of them is alive."""
+    return ulfm.enabled(_mpi.mpi()) and _failure_report.peers_alive()
 
 
 def _leave_alone(failure: Failure, where: str, report: str) -> None:

@@ -4,6 +4,9 @@
                                   mpiexec/srun: one table, printed by rank 0)
     mwms-mpi bench [--plot P]     the collective benchmark: ours against raw mpi4py
     mwms-mpi run script.py ...    = python -m mwms_mpi.run script.py ...
+    mwms-mpi launch -n N [--elastic] script.py ...
+                                  mpiexec -n N python -m mwms_mpi.run script.py ..., with
+                                  --elastic the flags that survive a lost rank (Open MPI)
     mwms-mpi timeline merge T     merge the per-rank timeline files of trace T
 
 Each subcommand lives in its own module and is imported only when it runs, so ``--help``
@@ -50,6 +53,18 @@ def _parser() -> argparse.ArgumentParser:
         help="run a script, aborting the job if any rank fails (= python -m mwms_mpi.run)",
         add_help=False,
     )
+    launch = commands.add_parser(
+        "launch",
+        help="mpiexec -n N python -m mwms_mpi.run PROGRAM, --elastic to survive a lost rank",
+    )
+    launch.add_argument("-n", type=int, required=True, help="the number of ranks")
+    launch.add_argument(
+        "--elastic",
+        action="store_true",
+        help="survive a lost rank: mpiexec --with-ft ulfm (Open MPI) and the runner's --elastic",
+    )
+    launch.add_argument("--timeout", type=float, default=None, help="the job's limit in seconds")
+    launch.add_argument("program", nargs=argparse.REMAINDER, help="script.py [arg ...]")
     timeline = commands.add_parser("timeline", help="work with MWMS_MPI_TIMELINE traces")
     actions = timeline.add_subparsers(dest="action", metavar="ACTION", required=True)
     merge = actions.add_parser(
@@ -77,6 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mwms_mpi.cli import bench_cnn
 
         return bench_cnn.run(steps=40 if options.quick else 400, json_only=options.json_only)
+    if options.command == "launch":
+        from mwms_mpi.cli import launch
+
+        if not options.program or options.n < 1:
+            _parser().error("launch needs -n N (at least 1) and a program")
+        return launch.main(options.n, options.program, options.elastic, options.timeout)
     if options.command == "bench":
         from mwms_mpi.cli import bench
 

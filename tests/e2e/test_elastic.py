@@ -16,7 +16,9 @@ handler.
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -246,3 +248,30 @@ def test_train_digits_elastic_has_the_bits_of_the_fresh_three_rank_run(tmp_path:
     assert np.array_equal(got[-1], want[-1]), np.abs(got[-1] - want[-1]).max()
     epoch_lines = [line for line in result.stdout.splitlines() if line.startswith("epoch 2:")]
     assert epoch_lines and epoch_lines[0] in resumed.stdout, (result.stdout, resumed.stdout)
+
+
+def test_the_launcher_adds_the_flags_a_lost_rank_needs_or_says_why_it_cannot(
+    tmp_path: Path,
+) -> None:
+    """``mwms-mpi launch -n 4 --elastic train.py``: under Open MPI, ``--with-ft ulfm`` and the
+    runner's ``--elastic``, and the survivors of rank 2 finish; elsewhere one line says a lost
+    rank ends the job, and the job (no rank lost) runs as without ``--elastic``."""
+    script = write_script(tmp_path, "train.py", TRAIN)
+    kills = "2:4" if ULFM else ""
+    launch = [sys.executable, "-m", "mwms_mpi", "launch", "-n", str(RANKS), "--elastic"]
+    argv = [*launch, "--timeout", "120", str(script), "elastic", kills, "0", str(STEPS)]
+    env = {**os.environ, "MWMS_MPIEXEC": mpiexec().path}
+    done = subprocess.run(
+        [*argv, str(tmp_path / "ckpt")], capture_output=True, text=True, timeout=150, env=env
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    records = json_records(done.stdout)
+    assert all(r["steps"] == STEPS for r in records), records
+    if ULFM:
+        assert "--with-ft ulfm" in done.stderr and " -m mwms_mpi.run --elastic " in done.stderr
+        assert sorted(r["rank"] for r in records) == [0, 1, 3], records
+    else:
+        assert done.stderr.count("--elastic needs Open MPI with ULFM") == 1, done.stderr
+        (line,) = [line for line in done.stderr.splitlines() if line.startswith("+ ")]
+        assert "--with-ft" not in line, line
+        assert len(records) == RANKS, records
