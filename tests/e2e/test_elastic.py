@@ -53,7 +53,7 @@ needs_ulfm = pytest.mark.skipif(
 #   batches on) to until, and saves if until < STEPS.
 # Each rank prints its weights as float.hex strings.
 TRAIN = """
-    import hashlib, json, os, signal, sys, threading
+    import hashlib, json, os, signal, sys, threading, time
     import numpy as np
     import mwms_mpi
     from mwms_mpi import data, distribute, optimizers, train
@@ -70,6 +70,8 @@ TRAIN = """
     raises = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["raise"]}  # by world rank
     # by worker index: after a shrink another rank has it, and raises at the same step again
     bug = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["bug"]}
+    slow = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["slow"]}  # computes for 2 s
+    min_workers = int(os.environ.get("MIN_WORKERS", "1"))
     start, until = int(start), int(until)
     mwms_mpi.config.experimental.enable_op_determinism()
     rng = np.random.default_rng(3)
@@ -94,6 +96,8 @@ TRAIN = """
         return (err ** 2).sum() / GLOBAL_BATCH
 
     def train_step(batch):
+        if slow.get(me) == handler.steps:
+            time.sleep(2.0)
         if raises.get(me) == handler.steps:
             raise KeyError(f"rank {me} lost its batch")
         if bug.get(strategy.extended._id_in_cluster) == handler.steps:
@@ -109,7 +113,7 @@ TRAIN = """
     if start:
         checkpoint.restore(manager.latest_checkpoint)
     iterator = iter(strategy.experimental_distribute_dataset(dataset.skip(start)))
-    handler = distribute.experimental.ElasticHandler(strategy, checkpoint)
+    handler = distribute.experimental.ElasticHandler(strategy, manager, min_workers)
     while handler.steps < until - start:
         if before.get(me) == handler.steps:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -129,13 +133,19 @@ TRAIN = """
 
 
 def _launch(
-    tmp_path: Path, n: int, mode: str, kills: str = "", start: int = 0, until: int = STEPS
+    tmp_path: Path,
+    n: int,
+    mode: str,
+    kills: str = "",
+    start: int = 0,
+    until: int = STEPS,
+    env: dict[str, str] | None = None,
 ) -> LaunchResult:
     script = write_script(tmp_path, "train.py", TRAIN)
     runner = [sys.executable, "-m", "mwms_mpi.run", *(["--elastic"] if mode == "elastic" else [])]
     argv = [*runner, script, mode, kills, str(start), str(until)]
     ft = mode == "elastic" and ULFM
-    result = run_mpi(n, [*argv, str(tmp_path / "ckpt")], timeout=120, fault_tolerant=ft)
+    result = run_mpi(n, [*argv, str(tmp_path / "ckpt")], timeout=120, env=env, fault_tolerant=ft)
     assert not result.killed, result.describe()
     return result
 
@@ -275,3 +285,31 @@ def test_the_launcher_adds_the_flags_a_lost_rank_needs_or_says_why_it_cannot(
         (line,) = [line for line in done.stderr.splitlines() if line.startswith("+ ")]
         assert "--with-ft" not in line, line
         assert len(records) == RANKS, records
+
+
+@needs_ulfm
+def test_a_rank_computing_for_2_s_is_not_declared_lost(tmp_path: Path) -> None:
+    """No heartbeat detector runs (docs/elastic.md): a rank busy between collectives is
+    waited for, never mistaken for a lost one."""
+    records = _records(_launch(tmp_path, RANKS, "elastic", "2:3:slow"))
+    assert [r["rank"] for r in records] == list(range(RANKS)), records
+    assert all(r["recoveries"] == [] and r["steps"] == STEPS for r in records), records
+
+
+@needs_ulfm
+def test_below_min_workers_the_survivors_save_and_exit_with_the_restart_code(
+    tmp_path: Path,
+) -> None:
+    result = _launch(tmp_path, RANKS, "elastic", "2:4", env={"MIN_WORKERS": str(RANKS)})
+    assert result.returncode == 42, result.describe()
+    assert "fewer than min_workers=4: saving and exiting with 42" in result.stderr
+    assert '"steps"' not in result.stdout, result.describe()
+    # the checkpoint holds step 4's state: resumed on the 3 survivors' count, it goes on as the
+    # fresh reference of the other tests does
+    assert (tmp_path / "ckpt" / "checkpoint").exists(), result.describe()
+    resumed = _records(_launch(tmp_path, RANKS - 1, "fresh", "", 4, STEPS))
+    reference_dir = tmp_path / "reference"
+    reference_dir.mkdir()
+    _records(_launch(reference_dir, RANKS, "fresh", "", 0, 4))
+    want = _records(_launch(reference_dir, RANKS - 1, "fresh", "", 4, STEPS))
+    assert [r["weights"] for r in resumed] == [r["weights"] for r in want], (resumed, want)
