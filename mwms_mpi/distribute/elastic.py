@@ -115,19 +115,22 @@ class ElasticHandler:
                 copy = _state_copy.take(self._state, self._steps, iterator._position)
                 self._copies.append(copy)
                 result = train_step(next(iterator), *args, **kwargs)
-            except errors.UnavailableError as error:
+            except errors.UnavailableError:
                 if not _lifecycle.peer_failure_seen():
                     raise
-                self._recover(iterator, error)
+                self._recover(iterator)
                 continue
             self._steps += 1
-            if self._failed_at is not None:
-                self.recoveries[-1].seconds = time.perf_counter() - self._failed_at
+            if self._failed_at is not None:  # the first step completed after a recovery
+                seconds = time.perf_counter() - self._failed_at
                 self._failed_at = None
-                self._report(self.recoveries[-1])
+                for recovery in self.recoveries:
+                    if recovery.seconds is None:  # a failure during a recovery's step: both
+                        recovery.seconds = seconds
+                        self._report(recovery)
             return result
 
-    def _recover(self, iterator: DistributedIterator, error: errors.UnavailableError) -> None:
+    def _recover(self, iterator: DistributedIterator) -> None:
         """Steps 1 to 4 of the module's docstring."""
         if self._failed_at is None:
             self._failed_at = time.perf_counter()
@@ -145,6 +148,8 @@ class ElasticHandler:
                 if not _lifecycle.peer_failure_seen():
                     raise
         _failure_report.renew_receives(survivors)  # for the report of a rank lost later
+        if failed and not reports:  # it reached another survivor: this one ends alike
+            reports = ["(a lost rank's report of an uncaught exception reached another rank)"]
         for report in reports:
             _lifecycle.note_lost_rank_failure(report)
         if failed == _FAILED_AGAIN:
