@@ -49,6 +49,11 @@ def env_raw(name: str, environ: Environ = None) -> str | None:
     return (os.environ if environ is None else environ).get(name)
 
 
+def child_environ(extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment with ``extra`` added: for a command this one starts."""
+    return {**os.environ, **extra}
+
+
 def env_str(name: str, environ: Environ = None) -> str | None:
     """The variable's text without surrounding blanks, or ``None`` when unset or blank."""
     value = env_raw(name, environ)

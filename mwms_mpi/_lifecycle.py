@@ -15,8 +15,10 @@
   docs/elastic.md). ``MPI_Finalize`` can hang after one (Open MPI issue 11404), so this
   process must not reach it: the runner ends a program that went on and finished with
   :func:`exit_without_finalize` and the program's own status; a plain ``python`` exit, whose
-  status an exit hook cannot know, ends the job with ``MPI_Abort`` instead, saying why
-  (``collective/watch.py``).
+  status an exit hook cannot know, ends with status 1, saying why (``collective/watch.py``).
+  A failure after one is not ``MPI_Abort`` either: under ``--with-ft ulfm`` the abort's error
+  code was seen lost (the job ended with status 0 under load), so :func:`abort_job` ends this
+  rank with its status, without ``MPI_Finalize``: its peers saw the failure too.
 * :func:`set_elastic` (the runner's ``--elastic``): a rank that fails alone sends its report to
   its peers and ends itself by ``SIGKILL``, so that they can go on without it;
   :func:`note_lost_rank_failure` keeps such a report on a survivor, whose exit is then
@@ -115,7 +117,8 @@ def before_abort(flush: Callable[[], None]) -> None:
 
 
 def abort_job(status: int, report: str = "") -> None:
-    """Ends the whole job: writes ``report`` to stderr, flushes, waits a moment, ``MPI_Abort``.
+    """Ends the whole job: writes ``report`` to stderr, flushes, waits a moment, ``MPI_Abort``
+    (after a peer's failure: ends this rank with ``status``, as the module's docstring says).
 
     The one way this package aborts a job. The moment (:data:`ABORT_GRACE_S`) lets the
     launcher forward what was just written: hydra was seen to cut a rank's last lines off when
@@ -124,6 +127,8 @@ def abort_job(status: int, report: str = "") -> None:
     if report:
         sys.stderr.write(report if report.endswith("\n") else report + "\n")
     flush_streams()
+    if _peer_failure_seen:  # ULFM: MPI_Abort's code can be lost (module docstring)
+        exit_without_finalize(status % 256 or 1)
     time.sleep(ABORT_GRACE_S)
     _mpi.mpi().COMM_WORLD.Abort(status % 256 or 1)
 

@@ -255,6 +255,8 @@ def fail(failure: Failure) -> int:
     """
     aborting = _mpi.is_initialized() or _launcher() is not None
     action = "aborting the job" if aborting else f"exiting with status {failure.status}"
+    if _lifecycle.peer_failure_seen():  # no MPI_Abort after one (_lifecycle.abort_job)
+        action = f"ending with status {failure.status} (a peer failed)"
     rank, size = _where()
     tag = f"[{PROG}] rank {rank}"
     report = f"{failure.reason}\n{failure.details}"

@@ -9,12 +9,12 @@ it says once that a lost rank will end the job, and launches as without ``--elas
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
 
+from mwms_mpi import _env
 from mwms_mpi.cluster.mpiexec import probe
 
 PROG = "mwms-mpi launch"
@@ -37,4 +37,5 @@ def main(n: int, program: Sequence[str], elastic: bool, timeout: float | None) -
         n, [*runner, *program], timeout, fault_tolerant=elastic and can_survive
     )
     print(f"+ {shlex.join(command.args)}", file=sys.stderr, flush=True)
-    return subprocess.run(command.args, env={**os.environ, **command.env}, check=False).returncode
+    env = _env.child_environ(command.env)
+    return subprocess.run(command.args, env=env, check=False).returncode

@@ -23,7 +23,8 @@ the first communicator and shut down before ``MPI_Finalize``:
   (``_lifecycle.agreed_exit``). A communicator poisoned by a timeout still has a collective in
   flight, with which MPI cannot finalize: the job is aborted instead, saying why. So is a rank
   that saw a peer's process failure (ULFM) and reaches the interpreter's exit, where its
-  status cannot be known: ``MPI_Finalize`` can hang after a failure (``_lifecycle``).
+  status cannot be known: it ends with status 1 without ``MPI_Finalize``, which can hang
+  after a failure (``_lifecycle``).
 * The first multi-rank communicator also makes an uncaught exception abort the job
   (``_lifecycle.abort_on_uncaught``; the hook itself is installed on import).
 """
@@ -240,14 +241,16 @@ class ProcessWatch:
         if _lifecycle.agreed_exit_code() is not None or self._channel is None:
             return
         if _lifecycle.peer_failure_seen() and self._channel.size > 1:
-            _lifecycle.abort_job(
-                1,
+            # Not MPI_Abort: under --with-ft ulfm its error code was seen lost (the job ended
+            # with status 0 under load), which would make this a false success.
+            sys.stderr.write(
                 f"[mwms_mpi] rank {self._channel.rank} of {self._channel.size}: ending after "
                 "a peer's process failure; MPI_Finalize can hang after one, and a plain "
-                "`python` exit's status cannot be known here, so the job is aborted. Run the "
-                "program as `python -m mwms_mpi.run program.py`: it ends with the program's "
-                "own status, without MPI_Finalize (docs/elastic.md)",
+                "`python` exit's status cannot be known here, so this rank ends with status "
+                "1. Run the program as `python -m mwms_mpi.run program.py`: it ends with the "
+                "program's own status, without MPI_Finalize (docs/elastic.md)\n"
             )
+            _lifecycle.exit_without_finalize(1)
         poisoned = [c for c in list(self._comms) if c.poisoned is not None]
         if poisoned and self._channel.size > 1:
             _lifecycle.abort_job(

@@ -149,16 +149,19 @@ def test_a_strategy_job_that_loses_a_rank_ends_naming_it(tmp_path: Path) -> None
     assert not result.killed and result.returncode != 0, result.describe()
     assert "went on without" not in result.stdout, result.describe()
     assert "rank(s) [1] of COMM_WORLD failed" in result.output, result.describe()
-    assert "uncaught UnavailableError, aborting the job" in result.output, result.describe()
+    assert "uncaught UnavailableError, ending with status 1 (a peer failed)" in result.output
+    assert "MPI_ABORT" not in result.output, result.describe()
     assert "_failure_report.py" not in result.output, result.describe()
     assert result.wall_s < 30, result.describe()
 
 
 def test_survivors_under_plain_python_end_the_job_saying_how_to_end_well(tmp_path: Path) -> None:
     """Without the runner, the exit status is unknown at exit and MPI_Finalize may hang: the
-    job is aborted (non-zero, never a false success), naming the fix."""
+    job ends with status 1 (never a false success), naming the fix. Not by MPI_Abort, whose
+    error code under --with-ft ulfm was seen lost (status 0) under CI's load."""
     result = _run(tmp_path, "2:5", "before", runner=False)
     assert len(json_records(result.stdout)) == RANKS - 1, result.describe()  # they finished
     assert result.returncode != 0, result.describe()
     assert "ending after a peer's process failure" in result.output, result.describe()
     assert "python -m mwms_mpi.run program.py" in result.output, result.describe()
+    assert "MPI_ABORT" not in result.output, result.describe()
