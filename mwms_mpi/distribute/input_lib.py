@@ -243,7 +243,7 @@ class DistributedDataset:
     ) -> None:
         self._datasets = list(datasets)  # (this worker's dataset, the replicas it feeds)
         # The same distribution for the strategy's current world, ``skip`` steps on: set by
-        # Strategy for ElasticHandler, which remakes the input after the world shrank.
+        # MirroredExtended, for ElasticHandler, which remakes the input after a shrink.
         self._remake: Callable[[int], DistributedDataset] | None = None
         self._fetch = input_workers.fetch(options)
         self._input_workers = input_workers
