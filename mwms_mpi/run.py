@@ -266,6 +266,12 @@ def fail(failure: Failure) -> int:
     # died by SIGKILL would end with status 0 under ULFM: measured).
     if _lifecycle.elastic() and same is None and _can_leave_alone():
         _leave_alone(failure, f"{tag} of {size}", report)
+    # Every rank failed (all joined the exchange), so none waits for another. Under --with-ft
+    # ulfm several ranks in MPI_Abort at once were seen to hang the job (CI, 4 ranks raising
+    # together): each ends with the status instead.
+    every_rank_under_ulfm = same is not None and ulfm.enabled(_mpi.mpi())
+    if every_rank_under_ulfm:
+        action = f"ending with status {failure.status} (every rank failed)"
     if same is None or len(same) == 1:
         _write_stderr(f"{tag} of {size}: {failure.reason}, {action}", tag, failure.details)
     elif str(same[0]) == rank:  # the lowest rank of the group speaks for it
@@ -273,6 +279,8 @@ def fail(failure: Failure) -> int:
         _write_stderr(f"{group} of {size}: {failure.reason}, {action}", group, failure.details)
     if same is not None:
         _failure_report.printed()
+        if every_rank_under_ulfm:
+            _lifecycle.exit_without_finalize(failure.status % 256 or EXCEPTION_STATUS)
     if aborting:
         if not _mpi.is_initialized():
             timeout = _init_timeout()

@@ -229,7 +229,8 @@ def test_every_rank_raising_at_once_ends_the_job_as_without_elastic(tmp_path: Pa
     kills = ",".join(f"{r}:3:raise" for r in range(RANKS))
     result = _launch(tmp_path, RANKS, "elastic", kills)
     assert result.returncode not in (0, 42), result.describe()
-    assert "of 4: uncaught KeyError, aborting the job" in result.stderr, result.describe()
+    assert "uncaught KeyError, ending with status 1 (every rank failed)" in result.stderr
+    assert "MPI_ABORT" not in result.output, result.describe()  # it can hang under ULFM
     assert "leaving the job" not in result.stderr, result.describe()
 
 
