@@ -56,19 +56,15 @@ def _post(peer: int) -> None:
 
 
 def renew_receives(peers: Sequence[int]) -> None:
-    """Posts again the receives of ``peers`` (live ranks) that a peer's failure ended: Open MPI
-    ends every pending receive on a communicator when one of its ranks fails (measured), so
-    a later report would find none, and its sender would wait for a match that never comes."""
+    """Posts again the receives of ``peers`` (live ranks) that have ended, with a message or
+    an error from a failure: without a posted receive a later report would not be matched,
+    and its sender (a synchronous send) would wait for that match until it gives up."""
     if not _reports:
         return
     MPI = _mpi.mpi()
     for peer in peers:
         request = _reports.get(peer)
-        try:
-            ended = request is None or bool(request.Test())
-        except MPI.Exception:
-            ended = True
-        if ended:
+        if request is None or _done(request, MPI):
             _post(peer)
 
 
