@@ -8,22 +8,42 @@ effects (a serial test process, a launcher probe, ``--help``).
 from __future__ import annotations
 
 import functools
+import sys
 import types
 from typing import Any
+
+from mwms_mpi import _env
+
+DETECTOR_THREAD_ENV = "OMPI_MCA_mpi_ft_detector_thread"  # Open MPI's own, set by its mpiexec
 
 
 @functools.cache
 def mpi() -> types.ModuleType:
-    """Returns ``mpi4py.MPI``, initialising MPI on first use."""
+    """Returns ``mpi4py.MPI``, initialising MPI on first use.
+
+    Where Open MPI's failure detector runs its own thread (``mwms-mpi launch --elastic``:
+    ``--mca mpi_ft_detector_thread true``), this process never calls ``MPI_Finalize``: it
+    spins there for ever (measured with Open MPI 5.0.11, in
+    ``ompi_comm_failure_detector_finalize``, even in a two-rank job that never failed), while
+    a process that ends without it ends with its own status (docs/elastic.md).
+    """
+    if detector_thread() and "mpi4py.MPI" not in sys.modules:
+        import mpi4py
+
+        mpi4py.rc.finalize = False
     from mpi4py import MPI
 
     return MPI
 
 
+def detector_thread(environ: _env.Environ = None) -> bool:
+    """Whether Open MPI's failure detector runs its own thread in this job."""
+    value = _env.env_str(DETECTOR_THREAD_ENV, environ)  # Open MPI's own variable: read only
+    return value is not None and value.lower() in _env.TRUE_WORDS
+
+
 def is_initialized() -> bool:
     """Whether MPI has been initialised in this process (without initialising it)."""
-    import sys
-
     module = sys.modules.get("mpi4py.MPI")
     return bool(module is not None and module.Is_initialized())
 

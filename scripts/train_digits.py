@@ -372,6 +372,9 @@ class Job:
             distributed_step(*batch)
             step_in_epoch.assign_add(np.int64(1))
 
+        def read_metrics() -> tuple[float, float]:  # the epoch's loss sum and correct count
+            return float(self.epoch_loss.result()), float(self.epoch_correct.result())
+
         x_train, y_train = self.train_data
         dumps: list[np.ndarray] = []
         steps_per_epoch = -(-len(x_train) // args.global_batch)
@@ -401,13 +404,19 @@ class Job:
                 if progress is not None:
                     progress.close()
                 # every worker reads the metrics (a collective), then the next epoch starts at 0
-                loss = float(self.epoch_loss.result()) / steps_per_epoch
-                train_accuracy = float(self.epoch_correct.result()) / len(x_train)
+                if self.elastic is not None:  # a rank lost here is survived too
+                    loss_sum, correct = self.elastic.call(read_metrics)
+                else:
+                    loss_sum, correct = read_metrics()
+                loss, train_accuracy = loss_sum / steps_per_epoch, correct / len(x_train)
                 self.epoch_loss.reset_state()
                 self.epoch_correct.reset_state()
                 epoch.assign_add(np.int64(1))
                 step_in_epoch.assign(np.int64(0))
-                self.manager.save()
+                if self.elastic is not None:
+                    self.elastic.save()
+                else:
+                    self.manager.save()
                 if self.chief:
                     print(
                         f"epoch {int(epoch.numpy())}: loss {loss:{loss_format}} "

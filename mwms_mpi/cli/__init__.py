@@ -64,6 +64,20 @@ def _parser() -> argparse.ArgumentParser:
         help="survive a lost rank: mpiexec --with-ft ulfm (Open MPI) and the runner's --elastic",
     )
     launch.add_argument("--timeout", type=float, default=None, help="the job's limit in seconds")
+    launch.add_argument(
+        "--detector-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="--elastic: a rank silent this long is declared failed (default: 10, Open MPI's)",
+    )
+    launch.add_argument(
+        "--detector-period",
+        type=float,
+        default=None,
+        metavar="S",
+        help="--elastic: seconds between heartbeats (default: 3, or a quarter of the timeout)",
+    )
     launch.add_argument("program", nargs=argparse.REMAINDER, help="script.py [arg ...]")
     timeline = commands.add_parser("timeline", help="work with MWMS_MPI_TIMELINE traces")
     actions = timeline.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -94,10 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return bench_cnn.run(steps=40 if options.quick else 400, json_only=options.json_only)
     if options.command == "launch":
         from mwms_mpi.cli import launch
+        from mwms_mpi.cluster.mpiexec import FailureDetector
 
         if not options.program or options.n < 1:
             _parser().error("launch needs -n N (at least 1) and a program")
-        return launch.main(options.n, options.program, options.elastic, options.timeout)
+        try:
+            detector = FailureDetector(options.detector_timeout, options.detector_period)
+        except ValueError as exc:
+            _parser().error(str(exc))
+        return launch.main(options.n, options.program, options.elastic, options.timeout, detector)
     if options.command == "bench":
         from mwms_mpi.cli import bench
 

@@ -2,9 +2,11 @@
 runner, with the flags a lost rank needs to be survived (``--elastic``).
 
 The fault-tolerance flags belong to the launcher's command line, not to the program: with
-``--elastic`` under Open MPI this runs ``mpiexec --with-ft ulfm -n N python -m mwms_mpi.run
---elastic program ...`` (docs/elastic.md). Under an MPI without working ULFM (MPICH, Intel MPI)
-it says once that a lost rank will end the job, and launches as without ``--elastic``.
+``--elastic`` under Open MPI this runs ``mpiexec --with-ft ulfm`` with the heartbeat failure
+detector's flags (``--mca mpi_ft_detector true --mca mpi_ft_detector_thread true`` and its
+period and timeout) ``-n N python -m mwms_mpi.run --elastic program ...`` (docs/elastic.md).
+Under an MPI without working ULFM (MPICH, Intel MPI) it says once that a lost rank will end
+the job, and launches as without ``--elastic``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,21 @@ import sys
 from collections.abc import Sequence
 
 from mwms_mpi import _env
-from mwms_mpi.cluster.mpiexec import probe
+from mwms_mpi.cluster.mpiexec import DEFAULT_DETECTOR, FailureDetector, probe
 
 PROG = "mwms-mpi launch"
 
 
-def main(n: int, program: Sequence[str], elastic: bool, timeout: float | None) -> int:
+def main(
+    n: int,
+    program: Sequence[str],
+    elastic: bool,
+    timeout: float | None,
+    detector: FailureDetector | None = None,
+) -> int:
     """Runs ``program`` (a script and its arguments, or ``-m module ...``) on ``n`` ranks;
-    returns the launcher's exit status."""
+    returns the launcher's exit status. With ``elastic``, ``detector`` (default Open MPI's
+    settings) finds a frozen rank."""
     launcher = probe()
     can_survive = launcher.family.fault_tolerance_flags is not None
     if elastic and not can_survive:
@@ -34,7 +43,11 @@ def main(n: int, program: Sequence[str], elastic: bool, timeout: float | None) -
         )
     runner = [sys.executable, "-m", "mwms_mpi.run", *(["--elastic"] if elastic else [])]
     command = launcher.command(
-        n, [*runner, *program], timeout, fault_tolerant=elastic and can_survive
+        n,
+        [*runner, *program],
+        timeout,
+        fault_tolerant=elastic and can_survive,
+        detector=detector or DEFAULT_DETECTOR,
     )
     print(f"+ {shlex.join(command.args)}", file=sys.stderr, flush=True)
     env = _env.child_environ(command.env)

@@ -155,6 +155,57 @@ def family_from_env(environ: Mapping[str, str] | None = None) -> str | None:
 
 
 @dataclasses.dataclass(frozen=True)
+class FailureDetector:
+    """Open MPI's heartbeat failure detector, for a fault-tolerant launch (docs/elastic.md).
+
+    Without it a rank that stops answering (stopped by ``SIGSTOP``, hung) is never declared
+    failed: the survivors wait for it. Its heartbeats go out while a process makes MPI
+    progress; mwms_mpi's process watch makes some every 0.1 s from its own thread, so a rank
+    that computes for a long time between collectives is not declared failed
+    (``collective/ulfm.py``; Open MPI's own detector thread is not used: it crashed
+    ``MPI_Init`` now and then). Open MPI needs the timeout to exceed three periods.
+
+    Attributes:
+      timeout_s: Seconds without a heartbeat before a rank is declared failed (Open MPI's
+        default, 10). Short timeouts declare a busy or descheduled rank failed: 0.5 s did so
+        on 4 ranks sharing 2 cores.
+      period_s: Seconds between heartbeats; default Open MPI's 3, or a quarter of a shorter
+        timeout.
+    """
+
+    timeout_s: float = 10.0
+    period_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0:
+            raise ValueError(f"the detector's timeout must be positive, got {self.timeout_s}")
+        if not 0 < self.period < self.timeout_s / 3:
+            raise ValueError(
+                f"the detector's period ({self.period} s) must be positive and under a third "
+                f"of its timeout ({self.timeout_s} s)"
+            )
+
+    @property
+    def period(self) -> float:
+        """The heartbeats' period in seconds."""
+        if self.period_s is not None:
+            return self.period_s
+        return 3.0 if self.timeout_s > 9.0 else self.timeout_s / 4
+
+    def flags(self) -> tuple[str, ...]:
+        """Open MPI's ``mpiexec`` flags that turn it on."""
+        values = {
+            "mpi_ft_detector": "true",
+            "mpi_ft_detector_period": f"{self.period:g}",
+            "mpi_ft_detector_timeout": f"{self.timeout_s:g}",
+        }
+        return tuple(word for name, value in values.items() for word in ("--mca", name, value))
+
+
+DEFAULT_DETECTOR = FailureDetector()  # Open MPI's own settings
+
+
+@dataclasses.dataclass(frozen=True)
 class Command:
     """A job's command line and the variables to add to its environment."""
 
@@ -177,6 +228,7 @@ class Mpiexec:
         timeout: float | None = None,
         as_root: bool | None = None,
         fault_tolerant: bool = False,
+        detector: FailureDetector | None = DEFAULT_DETECTOR,
     ) -> Command:
         """The command that starts ``argv`` on ``n`` ranks, ended after ``timeout`` seconds.
 
@@ -187,6 +239,8 @@ class Mpiexec:
           as_root: Whether the job runs as root; default: whether this process does.
           fault_tolerant: Whether survivors of a lost rank go on (the family's
             ``fault_tolerance_flags``).
+          detector: With ``fault_tolerant``: the failure detector that finds a frozen rank,
+            or None for none (a frozen rank is then waited for).
 
         Raises:
           ValueError: for ``fault_tolerant`` with a family that has no working ULFM.
@@ -200,6 +254,8 @@ class Mpiexec:
                     "running: MPI's fault tolerance (ULFM) needs Open MPI (mpiexec --with-ft ulfm)"
                 )
             flags += self.family.fault_tolerance_flags
+            if detector is not None:
+                flags += detector.flags()
         env: dict[str, str] = {}
         if timeout is not None:
             seconds = str(max(1, int(timeout)))

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 from mwms_mpi._logging import get_logger
 from mwms_mpi._mpi import mpi, spans_world, world_ranks
 from mwms_mpi.cluster import check_mpi_world
-from mwms_mpi.collective import timeline, transport, ulfm
+from mwms_mpi.collective import fence, timeline, transport, ulfm
 from mwms_mpi.collective.agreement import Agreement
 from mwms_mpi.collective.backends import CollectiveBackend, default_backends
 from mwms_mpi.collective.data_path import DataPath
@@ -184,11 +184,13 @@ class Communicator:
         survivors = ulfm.shrink(self._data, MPI)
         try:
             options = self._calls.options
-            return Communicator(
+            shrunk = Communicator(
                 survivors, options=options, name=name or f"{self.name}-shrunk", device=self._device
             )
         finally:
             survivors.Free()  # the new communicator holds its own duplicates
+        fence.end(sorted(set(self.world_ranks) - set(shrunk.world_ranks)))  # fence.py
+        return shrunk
 
     def __enter__(self) -> Communicator:
         return self

@@ -21,7 +21,7 @@ from threading import get_ident
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from mwms_mpi import _lifecycle, errors
-from mwms_mpi.collective import call_context
+from mwms_mpi.collective import call_context, fence
 from mwms_mpi.collective.agreement import Agreement
 from mwms_mpi.collective.arguments import is_refusable, refusable
 from mwms_mpi.collective.call_context import current as current_context
@@ -333,6 +333,7 @@ class CallProtocol:
         failures.revoke()
         _lifecycle.note_peer_failure()  # MPI_Finalize must not be reached now
         lost = failures.failed_world_ranks()
+        fence.end(lost)  # a frozen rank declared failed must not live on (fence.py)
         who = f"rank(s) {list(lost)} of COMM_WORLD" if lost else "a peer (MPI did not say which)"
         what = describe_call(op_name, n, call_context.current())
         self.poisoned = (

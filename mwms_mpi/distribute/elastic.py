@@ -18,7 +18,10 @@ survivor (the call template revokes the strategy's communicator); the handler th
 5. runs the step again.
 
 Every step afterwards equals a fresh run on the survivors restored at that step: the input is
-a function of (step, surviving ranks in order) and the state is the step's. Below
+a function of (step, surviving ranks in order) and the state is the step's. Collective work
+between steps (a checkpoint's save, an epoch's metrics) survives a lost rank the same way
+through ``handler.call(fn)`` and ``handler.save()``: after the recovery it runs again on the
+new world. Below
 ``min_workers`` the survivors save a checkpoint and exit with TF's restart code (42).
 Elsewhere (MPICH, Intel MPI, or no ``--with-ft ulfm``) it says so once and runs each step as
 it is: a lost rank ends the job, naming it, as without the handler.
@@ -75,6 +78,7 @@ class ElasticHandler:
         self._state = checkpoint.checkpoint if self._manager is not None else checkpoint
         self._min_workers = int(min_workers)
         self._copies: collections.deque[_state_copy.StateCopy] = collections.deque(maxlen=2)
+        self._iterator: DistributedIterator | None = None  # the last one run() was given
         self._steps = 0
         self._failed_at: float | None = None  # when the failure being recovered was seen
         self._failed_steps: set[int] = set()  # steps at which a lost rank had raised
@@ -110,15 +114,15 @@ class ElasticHandler:
             self._steps += 1
             return result
         _check_iterator(iterator)
+        self._iterator = iterator
         while True:
             try:  # copying a SyncOnReadVariable is a collective: it can meet the failure too
-                copy = _state_copy.take(self._state, self._steps, iterator._position)
-                self._copies.append(copy)
+                self._keep_copy()
                 result = train_step(next(iterator), *args, **kwargs)
             except errors.UnavailableError:
                 if not _lifecycle.peer_failure_seen():
                     raise
-                self._recover(iterator)
+                self._recover()
                 continue
             self._steps += 1
             if self._failed_at is not None:  # the first step completed after a recovery
@@ -130,7 +134,58 @@ class ElasticHandler:
                         self._report(recovery)
             return result
 
-    def _recover(self, iterator: DistributedIterator) -> None:
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Runs ``fn(*args, **kwargs)`` between steps, surviving a lost rank: collective work
+        such as a checkpoint's save or an epoch's metrics. After a recovery (to the last step
+        completed everywhere, the input remade for the new world) the survivors run ``fn``
+        again, on the new world; so ``fn`` must do the same when run again after its state
+        was put back as it was before the call (changes to variables of the trainable state
+        made by ``fn`` are undone first).
+
+        Returns:
+          What ``fn`` returned.
+        """
+        if not self._elastic:
+            return fn(*args, **kwargs)
+        while True:
+            try:
+                self._keep_copy()
+                return fn(*args, **kwargs)
+            except errors.UnavailableError:
+                if not _lifecycle.peer_failure_seen():
+                    raise
+                self._recover()
+
+    def save(self, *args: Any, **kwargs: Any) -> str | None:
+        """The ``CheckpointManager``'s ``save(*args, **kwargs)``, surviving a lost rank (as
+        :meth:`call`): a save cut by a lost rank is made again by the survivors under the
+        same number, the new chief writing it (over what was written before).
+
+        Raises:
+          ValueError: if the handler was given no ``CheckpointManager``.
+        """
+        manager = self._manager
+        if manager is None:
+            raise ValueError("ElasticHandler.save needs the handler made with a CheckpointManager.")
+        counter = manager.checkpoint.save_counter
+        before = counter.read_value()
+
+        def save_once() -> str | None:
+            counter.assign(before)  # a save cut short had counted itself already
+            return manager.save(*args, **kwargs)
+
+        return self.call(save_once)
+
+    def _keep_copy(self) -> None:
+        """Copies the state now; a copy of the same step (taken before, or before a recovery)
+        is replaced, so that the copy of the step before stays (module docstring, 3)."""
+        position = 0 if self._iterator is None else self._iterator._position
+        copy = _state_copy.take(self._state, self._steps, position)
+        if self._copies and self._copies[-1].step == self._steps:
+            self._copies.pop()
+        self._copies.append(copy)
+
+    def _recover(self) -> None:
         """Steps 1 to 4 of the module's docstring."""
         if self._failed_at is None:
             self._failed_at = time.perf_counter()
@@ -158,7 +213,8 @@ class ElasticHandler:
         _state_copy.restore(self._state, copy)
         self._steps = least
         self._copies.clear()
-        remake_iterator(iterator, copy.position)
+        if self._iterator is not None:
+            remake_iterator(self._iterator, copy.position)
         self.recoveries.append(Recovery(tuple(lost), survivors, least, tuple(reports)))
         if len(survivors) < self._min_workers:
             self._stop_below_minimum(len(survivors))

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mwms_mpi.cluster.mpiexec import DEFAULT_DETECTOR, FailureDetector
 from tests.support.launch import (
     REPO_ROOT,
     LaunchResult,
@@ -39,6 +40,9 @@ pytestmark = [pytest.mark.timeout(180)]
 
 RANKS, STEPS, GLOBAL_BATCH = 4, 10, 12
 RECOVERY_S = 5.0  # failure seen to the first step on the survivors; the target is 1 s
+# The frozen-rank test's detector: a short timeout, so that the test does not wait 10 s; 0.5 s
+# declared busy ranks failed on 4 ranks sharing 2 cores, 3 s leaves a margin for CI's load.
+FROZEN_DETECTOR = FailureDetector(timeout_s=3.0, period_s=0.5)
 
 ULFM = mpiexec().family.fault_tolerance_flags is not None
 needs_ulfm = pytest.mark.skipif(
@@ -49,6 +53,9 @@ needs_ulfm = pytest.mark.skipif(
 # elastic: trains STEPS steps under ElasticHandler; the ranks in kills SIGKILL themselves at
 #   their step ("rank:step"), after its update ("rank:step:after"), or by a timer while
 #   its gradients' reduce, made 8 MB by a large variable, is in flight ("rank:step:inside").
+#   "rank:step:freeze" stops itself (SIGSTOP) before its step; with "rank:step:save" every
+#   rank saves (ElasticHandler.save) after that step, and the rank dies inside the save, after
+#   writing its files (the chief: before the state file).
 # fresh: restores the checkpoint if start > 0, trains from step start (its input start global
 #   batches on) to until, and saves if until < STEPS.
 # Each rank prints its weights as float.hex strings.
@@ -70,7 +77,20 @@ TRAIN = """
     raises = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["raise"]}  # by world rank
     # by worker index: after a shrink another rank has it, and raises at the same step again
     bug = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["bug"]}
-    slow = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["slow"]}  # computes for 2 s
+    slow = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["slow"]}  # computes SLOW_S s
+    freeze = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["freeze"]}  # SIGSTOP, before
+    saves = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["save"]}  # killed in a save
+    if saves:  # every rank saves after the step; the rank dies after writing its files
+        from mwms_mpi.train import checkpoint as checkpoint_module
+        write_files = checkpoint_module._write_files
+
+        def write_then_die(*args, **kwargs):
+            written = write_files(*args, **kwargs)
+            if saves.get(me) == handler.steps:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return written
+
+        checkpoint_module._write_files = write_then_die
     min_workers = int(os.environ.get("MIN_WORKERS", "1"))
     start, until = int(start), int(until)
     mwms_mpi.config.experimental.enable_op_determinism()
@@ -97,7 +117,7 @@ TRAIN = """
 
     def train_step(batch):
         if slow.get(me) == handler.steps:
-            time.sleep(2.0)
+            time.sleep(float(os.environ["SLOW_S"]))
         if raises.get(me) == handler.steps:
             raise KeyError(f"rank {me} lost its batch")
         if bug.get(strategy.extended._id_in_cluster) == handler.steps:
@@ -117,7 +137,11 @@ TRAIN = """
     while handler.steps < until - start:
         if before.get(me) == handler.steps:
             os.kill(os.getpid(), signal.SIGKILL)
+        if freeze.get(me) == handler.steps:
+            os.kill(os.getpid(), signal.SIGSTOP)
         handler.run(train_step, iterator)
+        if handler.steps in saves.values():
+            handler.save()
     if until < STEPS:
         manager.save()
     weights = [float(v).hex() for v in np.concatenate([w.numpy().ravel(), b.numpy()])]
@@ -140,12 +164,15 @@ def _launch(
     start: int = 0,
     until: int = STEPS,
     env: dict[str, str] | None = None,
+    detector: FailureDetector = DEFAULT_DETECTOR,
 ) -> LaunchResult:
     script = write_script(tmp_path, "train.py", TRAIN)
     runner = [sys.executable, "-m", "mwms_mpi.run", *(["--elastic"] if mode == "elastic" else [])]
     argv = [*runner, script, mode, kills, str(start), str(until)]
     ft = mode == "elastic" and ULFM
-    result = run_mpi(n, [*argv, str(tmp_path / "ckpt")], timeout=120, env=env, fault_tolerant=ft)
+    result = run_mpi(
+        n, [*argv, str(tmp_path / "ckpt")], 120, env, fault_tolerant=ft, detector=detector
+    )
     assert not result.killed, result.describe()
     return result
 
@@ -165,12 +192,17 @@ def _records(result: LaunchResult, status: int = 0) -> list[dict[str, Any]]:
         ("2:4:inside", [2]),
         ("2:3:raise", [2]),
         ("1:2,3:6:after", [1, 3]),
+        ("0:4:freeze", [0]),
+        ("2:5:save", [2]),
+        ("0:5:save", [0]),
     ],
 )
 def test_survivors_finish_with_the_bits_of_a_fresh_run_on_them(
     tmp_path: Path, kills: str, lost: list[int]
 ) -> None:
-    result = _launch(tmp_path, RANKS, "elastic", kills)
+    frozen = kills.endswith(":freeze")
+    detector = FROZEN_DETECTOR if frozen else DEFAULT_DETECTOR
+    result = _launch(tmp_path, RANKS, "elastic", kills, detector=detector)
     raised = kills.endswith(":raise")
     records = _records(result, status=1 if raised else 0)
     if raised:  # the lost rank's traceback, and the job's end non-zero: a bug is no success
@@ -178,6 +210,8 @@ def test_survivors_finish_with_the_bits_of_a_fresh_run_on_them(
         assert "leaving the job (--elastic" in result.stderr, result.describe()
         assert "a lost rank had failed with an exception" in result.stderr, result.describe()
         assert "that failed with an uncaught exception" in result.stderr, result.describe()
+    if frozen:  # declared failed by the detector, and ended by the survivor on its host
+        assert "ended rank 0 (pid" in result.stderr, result.describe()
     survivors = [r for r in range(RANKS) if r not in lost]
     assert [int(r["rank"]) for r in records] == survivors, records
     assert len({tuple(r["weights"]) for r in records}) == 1, records  # every copy equal
@@ -190,6 +224,9 @@ def test_survivors_finish_with_the_bits_of_a_fresh_run_on_them(
             assert set(got_lost) <= set(lost), record
             assert seconds is not None and seconds < RECOVERY_S, record
         assert record["recoveries"][-1][1] == survivors, record
+    if kills.endswith(":save"):  # the checkpoint the survivors saved again holds step 5
+        own = _records(_launch(tmp_path, RANKS - 1, "fresh", "", 5, STEPS))
+        assert [r["weights"] for r in own] == [r["weights"] for r in records], (own, records)
     # The reference: fresh runs, each world from the step the survivors went back to,
     # restored from the checkpoint the run before saved there.
     bounds = [0, *(recovery[2] for recovery in records[0]["recoveries"]), STEPS]
@@ -289,12 +326,24 @@ def test_the_launcher_adds_the_flags_a_lost_rank_needs_or_says_why_it_cannot(
 
 
 @needs_ulfm
-def test_a_rank_computing_for_2_s_is_not_declared_lost(tmp_path: Path) -> None:
-    """No heartbeat detector runs (docs/elastic.md): a rank busy between collectives is
-    waited for, never mistaken for a lost one."""
-    records = _records(_launch(tmp_path, RANKS, "elastic", "2:3:slow"))
-    assert [r["rank"] for r in records] == list(range(RANKS)), records
-    assert all(r["recoveries"] == [] and r["steps"] == STEPS for r in records), records
+@pytest.mark.parametrize(
+    ("kills", "detector", "seconds", "lost"),
+    [("2:3:slow", DEFAULT_DETECTOR, 2.0, []), ("2:3,1:6:slow", FROZEN_DETECTOR, 5.0, [2])],
+    ids=["2s", "5s-after-a-loss"],
+)
+def test_a_rank_computing_between_collectives_is_not_declared_lost(
+    tmp_path: Path, kills: str, detector: FailureDetector, seconds: float, lost: list[int]
+) -> None:
+    """A rank busy for 2 s under the detector's default settings (10 s timeout) is never
+    mistaken for a lost one; nor is one busy for 5 s under the frozen-rank test's 3 s timeout
+    after a rank was lost (the heartbeats go out from the process watch's thread while the
+    rank computes, also once its channel failed with the lost rank)."""
+    env = {"SLOW_S": str(seconds)}
+    result = _launch(tmp_path, RANKS, "elastic", kills, env=env, detector=detector)
+    records = _records(result)
+    assert [r["rank"] for r in records] == [r for r in range(RANKS) if r not in lost], records
+    assert all(len(r["recoveries"]) == len(lost) for r in records), records
+    assert all(r["steps"] == STEPS for r in records), records
 
 
 @needs_ulfm

@@ -7,10 +7,12 @@ rank. The failure path, under Open MPI's ULFM: ``tests/e2e/test_elastic.py``.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from mwms_mpi import data, distribute, train
+from mwms_mpi import Variable, data, distribute, train
 from mwms_mpi.distribute.elastic import ElasticHandler
 
 pytestmark = pytest.mark.mpi
@@ -41,3 +43,23 @@ def test_each_step_runs_as_it_is_and_the_chief_says_why_once(
     assert got == [100 + s * n + rank for s in range(3)] and handler.steps == 3
     said = [r for r in caplog.records if "a lost rank cannot be survived here" in r.message]
     assert len(said) == (1 if rank == 0 and n > 1 else 0), said
+
+
+def test_call_and_save_run_as_they_are(mpi_shared_dir: Path) -> None:
+    """``call`` runs its function and returns its result; ``save`` is the manager's save (the
+    checkpoint restores into a new object); without a manager ``save`` is refused."""
+    strategy = distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        v = Variable(np.arange(3.0), name="v")
+    manager = train.CheckpointManager(train.Checkpoint(v=v), mpi_shared_dir, max_to_keep=2)
+    handler = ElasticHandler(strategy, manager)
+    assert handler.call(lambda a, b=0: a + b, 2, b=3) == 5
+    path = handler.save()
+    assert path == manager.latest_checkpoint and path is not None and path.endswith("-1")
+    assert handler.save(checkpoint_number=7).endswith("-7")
+    with strategy.scope():
+        w = Variable(np.zeros(3), name="v")
+    train.Checkpoint(v=w).restore(path).assert_consumed()
+    np.testing.assert_array_equal(w.numpy(), np.arange(3.0))  # the serial reference
+    with pytest.raises(ValueError, match="needs the handler made with a CheckpointManager"):
+        ElasticHandler(strategy, train.Checkpoint(v=v)).save()

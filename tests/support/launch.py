@@ -29,7 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mwms_mpi.cluster.mpiexec import Family, Mpiexec, default_path, probe
+from mwms_mpi.cluster.mpiexec import (
+    DEFAULT_DETECTOR,
+    FailureDetector,
+    Family,
+    Mpiexec,
+    default_path,
+    probe,
+)
 from tests.support.shm import sweep_stale_segments
 
 # Variables a launcher puts into its children; a child job must not inherit them.
@@ -113,6 +120,7 @@ def run_mpi(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     fault_tolerant: bool = False,
+    detector: FailureDetector | None = DEFAULT_DETECTOR,
 ) -> LaunchResult:
     """Runs ``mpiexec -n n *argv`` and waits at most ``timeout`` (+ grace) seconds.
 
@@ -125,12 +133,14 @@ def run_mpi(
       cwd: working directory of the job (default: the repository root).
       fault_tolerant: launch so that survivors of a lost rank go on (Open MPI's
         ``--with-ft ulfm``; ``ValueError`` for a launcher without it).
+      detector: with ``fault_tolerant``, the heartbeat failure detector (default: Open MPI's
+        settings, as ``mwms-mpi launch --elastic`` uses), or None for none.
 
     Returns:
       A :class:`LaunchResult`; ``killed`` is True when we had to kill the job.
     """
     return start_mpi(
-        n, argv, timeout=timeout, env=env, cwd=cwd, fault_tolerant=fault_tolerant
+        n, argv, timeout, env, cwd, fault_tolerant=fault_tolerant, detector=detector
     ).wait()
 
 
@@ -168,13 +178,14 @@ def start_mpi(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     fault_tolerant: bool = False,
+    detector: FailureDetector | None = DEFAULT_DETECTOR,
 ) -> RunningJob:
     """Starts ``mpiexec -n n *argv`` without waiting (for tests that act on a running job).
 
     Arguments as :func:`run_mpi`; call ``wait()`` on the result, always.
     """
     launcher = mpiexec()
-    command = launcher.command(n, argv, timeout, fault_tolerant=fault_tolerant)
+    command = launcher.command(n, argv, timeout, fault_tolerant=fault_tolerant, detector=detector)
     start = time.monotonic()
     process = subprocess.Popen(
         command.args,
@@ -206,7 +217,7 @@ def run_python_mpi(
 ) -> LaunchResult:
     """Runs ``mpiexec -n n python -m mwms_mpi.run script *args``: the documented launch."""
     argv = [sys.executable, "-m", "mwms_mpi.run", os.fspath(script), *args]
-    return run_mpi(n, argv, timeout=timeout, env=env, cwd=cwd)
+    return run_mpi(n, argv, timeout=timeout, env=env, cwd=cwd, fault_tolerant=fault_tolerant)
 
 
 def json_records(text: str) -> list[Any]:

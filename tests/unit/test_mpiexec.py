@@ -81,7 +81,8 @@ def test_open_mpi_gets_root_and_oversubscription_flags_and_its_timeout_option() 
 
 
 def test_only_open_mpi_launches_fault_tolerant_jobs() -> None:
-    command = Mpiexec("m", OPEN_MPI, "").command(4, ["p"], as_root=False, fault_tolerant=True)
+    launcher = Mpiexec("m", OPEN_MPI, "")
+    command = launcher.command(4, ["p"], as_root=False, fault_tolerant=True, detector=None)
     assert command.args == ("m", "--oversubscribe", "--with-ft", "ulfm", "-n", "4", "p")
     for family in (MPICH, INTEL):
         with pytest.raises(ValueError, match=f"{family.name}'s mpiexec cannot keep the survivors"):
@@ -137,3 +138,32 @@ def test_the_command_line_shows_the_family_and_refuses_a_job_without_n(
         mpiexec.main(["--mpiexec", str(fake), "python", "x.py"])
     assert exit_info.value.code == 2
     assert "-n N and a program are required" in capsys.readouterr().err
+
+
+def test_a_fault_tolerant_job_gets_the_failure_detector_with_open_mpis_defaults() -> None:
+    command = Mpiexec("m", OPEN_MPI, "").command(2, ["p"], as_root=False, fault_tolerant=True)
+    detector = ["--mca", "mpi_ft_detector", "true", "--mca", "mpi_ft_detector_period", "3"]
+    detector += ["--mca", "mpi_ft_detector_timeout", "10"]
+    assert command.args == ("m", "--oversubscribe", "--with-ft", "ulfm", *detector, "-n", "2", "p")
+    plain = Mpiexec("m", OPEN_MPI, "").command(2, ["p"], as_root=False)
+    assert "mpi_ft_detector" not in plain.args  # only with fault tolerance
+
+
+@pytest.mark.parametrize(
+    ("timeout", "period", "want"), [(10.0, None, 3.0), (3.0, None, 0.75), (3.0, 0.5, 0.5)]
+)
+def test_the_detectors_period_defaults_to_open_mpis_or_a_quarter_of_a_short_timeout(
+    timeout: float, period: float | None, want: float
+) -> None:
+    detector = mpiexec.FailureDetector(timeout, period)
+    assert detector.period == want
+    period_flag = ("--mca", "mpi_ft_detector_period", f"{want:g}")
+    assert detector.flags()[3:6] == period_flag
+
+
+@pytest.mark.parametrize(("timeout", "period"), [(0.0, None), (-1.0, None), (3.0, 1.0), (3.0, 0.0)])
+def test_a_detector_open_mpi_would_refuse_is_refused_here(
+    timeout: float, period: float | None
+) -> None:
+    with pytest.raises(ValueError, match="the detector's"):
+        mpiexec.FailureDetector(timeout, period)
