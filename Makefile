@@ -51,6 +51,9 @@ MPIEXEC_TIMEOUT ?= 600
 RUN_MPI = $(PY) -m mwms_mpi.cluster.mpiexec $(if $(MPIEXEC),--mpiexec $(MPIEXEC))
 LAUNCH = $(RUN_MPI) --timeout $(MPIEXEC_TIMEOUT)
 export OMP_NUM_THREADS := 1
+# Every job these targets start runs on this machine: Open MPI's TCP transport, on by default,
+# cost 1 s at each start (tests/support/launch.py's ONE_MACHINE, the tests' own jobs).
+export OMPI_MCA_btl ?= self,sm
 export OPENBLAS_NUM_THREADS := 1
 # The tests' launch helper starts its jobs with this mpiexec too.
 export MWMS_MPIEXEC := $(MPIEXEC)
@@ -154,8 +157,10 @@ device-wheels:
 # .ci/run starts a private two-node one (tests/support/slurm_cluster.py) and passes
 # MWMS_TEST_SLURM=required, which turns those skips into failures.
 MWMS_TEST_SLURM ?= 1
+# SLURM_ARGS: more pytest arguments (.ci/run's Open MPI pass selects the ELASTIC=1 test).
+SLURM_ARGS ?=
 test-slurm: venv-exists
-	MWMS_TEST_SLURM=$(MWMS_TEST_SLURM) $(PYTEST) -rs tests/e2e/test_slurm.py \
+	MWMS_TEST_SLURM=$(MWMS_TEST_SLURM) $(PYTEST) -rs $(SLURM_ARGS) tests/e2e/test_slurm.py \
 	  tests/unit/test_slurm_resolver.py::test_expand_hostlist_matches_scontrol
 
 lint: venv-exists

@@ -38,6 +38,8 @@ from typing import NoReturn
 from mwms_mpi import _env, _failure_report, _mpi
 
 ABORT_ENV = "MWMS_MPI_ABORT_ON_ERROR"
+RESTART_CODE = 42  # TF's exit for a job to be restarted (failure_handling's `sys.exit(42)`)
+EXCEPTION_STATUS = 1  # a job that failed: an uncaught exception's status, as Python's
 ABORT_GRACE_S = 0.3  # before MPI_Abort: the launcher forwards what the rank wrote last
 _agreed_exit_code: int | None = None
 _peer_failure_seen = False

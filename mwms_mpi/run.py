@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mwms_mpi import _env, _failure_report, _lifecycle, _mpi
+from mwms_mpi._lifecycle import EXCEPTION_STATUS
 from mwms_mpi.cluster.launcher import LauncherInfo, detect_launcher
 from mwms_mpi.collective import ulfm
 
@@ -42,7 +43,6 @@ INIT_TIMEOUT_VARIABLE = "MWMS_MPI_RUN_INIT_TIMEOUT"
 DEFAULT_INIT_TIMEOUT_S = 60.0
 
 # Exit statuses, as CPython uses them: an uncaught exception, a bad command line, SIGINT.
-EXCEPTION_STATUS = 1
 USAGE_STATUS = 2
 INTERRUPT_STATUS = 130
 

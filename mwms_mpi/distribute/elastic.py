@@ -45,8 +45,6 @@ from mwms_mpi.train.checkpoint_management import CheckpointManager
 
 _log = get_logger(__name__)
 
-RESTART_CODE = 42  # TF's exit code for a job to be restarted (failure_handling's default)
-_EXCEPTION_STATUS = 1  # a job that failed (the runner's status for an uncaught exception)
 _FAILED_AGAIN = 2  # _agree_failed: a lost rank raised at a step where one had raised before
 
 
@@ -251,7 +249,7 @@ class ElasticHandler:
                 step,
                 text,
             )
-        _lifecycle.exit_without_finalize(_EXCEPTION_STATUS)
+        _lifecycle.exit_without_finalize(_lifecycle.EXCEPTION_STATUS)
 
     def _copy_at(self, least: int, most: int) -> _state_copy.StateCopy:
         for copy in self._copies:
@@ -276,11 +274,11 @@ class ElasticHandler:
                 "exiting with %d to be restarted.",
                 workers,
                 self._min_workers,
-                RESTART_CODE,
+                _lifecycle.RESTART_CODE,
             )
         if self._manager is not None:
             self._manager.save()
-        _lifecycle.agreed_exit(RESTART_CODE)
+        _lifecycle.agreed_exit(_lifecycle.RESTART_CODE)
 
     def _report(self, recovery: Recovery) -> None:
         if not self._strategy.extended.should_checkpoint:

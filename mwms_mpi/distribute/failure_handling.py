@@ -32,7 +32,7 @@ import numpy as np
 
 from mwms_mpi import errors
 from mwms_mpi._context import CommunicatorLike, StrategyLike
-from mwms_mpi._lifecycle import agreed_exit
+from mwms_mpi._lifecycle import RESTART_CODE, agreed_exit
 from mwms_mpi.cluster import multi_worker_util
 from mwms_mpi.train.checkpoint import Checkpoint, strategy_for
 from mwms_mpi.train.checkpoint_management import CheckpointManager
@@ -40,7 +40,6 @@ from mwms_mpi.values.variables import Variable
 
 _LOG = logging.getLogger(__name__)
 _ITERATION_VARIABLE = "checkpointed_runs"
-_DEFAULT_EXIT_CODE = 42  # TF's exit for platforms other than GCP: `sys.exit(42)`
 _POLL_INTERVAL_S = 1.0  # how often TF calls `termination_watcher_fn`
 _NONE, _NOTICE, _FINAL = 0, 1, 2
 
@@ -365,7 +364,7 @@ class PreemptionCheckpointHandler:
         self._stop_poll_termination_signal_thread()
         self._exited = True
         if self._exit_fn is None:
-            agreed_exit(_DEFAULT_EXIT_CODE)
+            agreed_exit(RESTART_CODE)  # TF: `sys.exit(42)` off GCP
         try:
             self._exit_fn()
         except SystemExit as exc:
