@@ -204,11 +204,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--drill-kill",
-        type=_rank_and_step,
+        type=_drill,
         default=None,
-        metavar="RANK:STEP",
-        help="a rehearsal of a lost machine: MPI rank RANK ends itself by SIGKILL before "
-        "global step STEP (counted from the first epoch)",
+        metavar="RANK:STEP[:HOW]",
+        help="a rehearsal of a lost machine: MPI rank RANK fails before global step STEP "
+        "(counted from the first epoch), HOW: kill (SIGKILL, the default), stop (SIGSTOP: a "
+        "frozen rank, found by the launcher's failure detector) or raise (an uncaught "
+        "exception)",
     )
     return parser.parse_args(argv)
 
@@ -220,12 +222,26 @@ def _world_rank() -> int:
     return int(MPI.COMM_WORLD.Get_rank())
 
 
-def _rank_and_step(text: str) -> tuple[int, int]:
+DRILLS = ("kill", "stop", "raise")
+
+
+def _drill(text: str) -> tuple[int, int, str]:
+    parts = text.split(":")
+    how = parts.pop() if len(parts) == 3 else "kill"
     try:
-        rank, step = (int(part) for part in text.split(":"))
+        rank, step = (int(part) for part in parts)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected RANK:STEP, got {text!r}") from None
-    return rank, step
+        raise argparse.ArgumentTypeError(f"expected RANK:STEP[:HOW], got {text!r}") from None
+    if how not in DRILLS:
+        raise argparse.ArgumentTypeError(f"HOW must be one of {', '.join(DRILLS)}, got {how!r}")
+    return rank, step, how
+
+
+def _fail(how: str) -> None:
+    """The drill's failure of this rank."""
+    if how == "raise":
+        raise RuntimeError(f"drill: rank {_world_rank()} raises")
+    os.kill(os.getpid(), signal.SIGSTOP if how == "stop" else signal.SIGKILL)
 
 
 # The experiment's checkpoint directory, as scripts/slurm/run.sbatch exports it.
@@ -283,7 +299,6 @@ class Job:
         train_data: tuple[np.ndarray, np.ndarray],
     ) -> None:
         self.args, self.strategy, self.train_data = args, strategy, train_data
-        self.chief = strategy.extended.should_checkpoint
         self.directory = args.checkpoint_dir or _new_checkpoint_dir(strategy)
         self.resuming = _check_resume(strategy, args, self.directory, config)
         with strategy.scope():
@@ -327,6 +342,12 @@ class Job:
                     ),
                 )
 
+    @property
+    def chief(self) -> bool:
+        """Whether this worker prints and writes for the job: it moves to the lowest
+        surviving rank when ``--elastic`` goes on without a lost one."""
+        return bool(self.strategy.extended.should_checkpoint)
+
     def _where(self) -> str:
         return f"epoch {int(self.epoch.numpy())}, step {int(self.step_in_epoch.numpy())}"
 
@@ -367,8 +388,8 @@ class Job:
         def elastic_step(batch: Any) -> None:  # the step counter is part of the transaction
             drill = args.drill_kill
             here = int(epoch.numpy()) * steps_per_epoch + int(step_in_epoch.numpy())
-            if drill is not None and drill == (_world_rank(), here):
-                os.kill(os.getpid(), signal.SIGKILL)
+            if drill is not None and drill[:2] == (_world_rank(), here):
+                _fail(drill[2])
             distributed_step(*batch)
             step_in_epoch.assign_add(np.int64(1))
 

@@ -275,27 +275,46 @@ DIGITS = [str(REPO_ROOT / "scripts" / "train_digits.py"), "--deterministic", "--
 DIGITS_EPOCH = 24  # steps: 1500 training digits in global batches of 64
 
 
-@needs_ulfm
-def test_train_digits_elastic_has_the_bits_of_the_fresh_three_rank_run(tmp_path: Path) -> None:
-    """The issue's acceptance run: rank 2 lost at the start of the second epoch; the final
-    weights equal those of a 4-rank run for one epoch resumed on 3 ranks for the second."""
+@pytest.fixture(scope="module")
+def digits_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[np.ndarray, str]:
+    """The fresh reference: a 4-rank run of one epoch resumed on 3 ranks for the second; its
+    final weights and its second epoch's line."""
+    directory = tmp_path_factory.mktemp("digits")
     runner = [sys.executable, "-m", "mwms_mpi.run"]
-    elastic = [*DIGITS, "--epochs", "2", "--checkpoint-dir", str(tmp_path / "elastic")]
-    drill = ["--elastic", "--drill-kill", f"2:{DIGITS_EPOCH}", "--dump", str(tmp_path / "e")]
-    argv = [*runner, "--elastic", *elastic, *drill]
-    result = run_mpi(RANKS, argv, timeout=120, fault_tolerant=True)
-    assert result.returncode == 0 and not result.killed, result.describe()
-    assert f"went on from step {DIGITS_EPOCH}" in result.stderr, result.describe()
-    fresh = [*DIGITS, "--checkpoint-dir", str(tmp_path / "fresh")]
+    fresh = [*DIGITS, "--checkpoint-dir", str(directory / "fresh")]
     first = run_mpi(RANKS, [*runner, *fresh, "--epochs", "1"], timeout=120)
     assert first.returncode == 0, first.describe()
-    second = [*fresh, "--epochs", "2", "--resume", "--dump", str(tmp_path / "f")]
+    second = [*fresh, "--epochs", "2", "--resume", "--dump", str(directory / "f")]
     resumed = run_mpi(RANKS - 1, [*runner, *second], timeout=120)
     assert resumed.returncode == 0, resumed.describe()
-    got, want = np.load(tmp_path / "e.rank0.npy"), np.load(tmp_path / "f.rank0.npy")
-    assert np.array_equal(got[-1], want[-1]), np.abs(got[-1] - want[-1]).max()
+    (line,) = [line for line in resumed.stdout.splitlines() if line.startswith("epoch 2:")]
+    return np.load(directory / "f.rank0.npy")[-1], line
+
+
+@needs_ulfm
+@pytest.mark.parametrize(
+    ("drill", "status"),
+    [("2:24", 0), ("0:24", 0), ("2:24:stop", 0), ("2:24:raise", 1)],
+    ids=["rank2-killed", "rank0-killed", "rank2-frozen", "rank2-raises"],
+)
+def test_train_digits_elastic_has_the_bits_of_the_fresh_three_rank_run(
+    tmp_path: Path, digits_reference: tuple[np.ndarray, str], drill: str, status: int
+) -> None:
+    """The issue's acceptance run: a rank lost at the start of the second epoch (killed,
+    frozen, or raising: then the job ends with status 1); the final weights equal those of
+    a 4-rank run for one epoch resumed on 3 ranks for the second."""
+    runner = [sys.executable, "-m", "mwms_mpi.run", "--elastic"]
+    elastic = [*DIGITS, "--epochs", "2", "--checkpoint-dir", str(tmp_path / "elastic")]
+    argv = [*runner, *elastic, "--elastic", "--drill-kill", drill, "--dump", str(tmp_path / "e")]
+    detector = FROZEN_DETECTOR if drill.endswith(":stop") else DEFAULT_DETECTOR
+    result = run_mpi(RANKS, argv, timeout=120, fault_tolerant=True, detector=detector)
+    assert result.returncode == status and not result.killed, result.describe()
+    assert f"went on from step {DIGITS_EPOCH}" in result.stderr, result.describe()
+    weights, line = digits_reference
+    got = np.load(tmp_path / "e.rank0.npy")[-1]
+    assert np.array_equal(got, weights), np.abs(got - weights).max()
     epoch_lines = [line for line in result.stdout.splitlines() if line.startswith("epoch 2:")]
-    assert epoch_lines and epoch_lines[0] in resumed.stdout, (result.stdout, resumed.stdout)
+    assert epoch_lines == [line], (result.stdout, line)
 
 
 def test_the_launcher_adds_the_flags_a_lost_rank_needs_or_says_why_it_cannot(
