@@ -7,39 +7,85 @@ effects (a serial test process, a launcher probe, ``--help``).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import sys
+import threading
 import types
 from typing import Any
 
 from mwms_mpi import _env
 
-DETECTOR_THREAD_ENV = "OMPI_MCA_mpi_ft_detector_thread"  # Open MPI's own, set by its mpiexec
+# Open MPI's own variables, set by its mpiexec from `--mca mpi_ft_detector[_thread] true`
+DETECTOR_ENV = "OMPI_MCA_mpi_ft_detector"
+DETECTOR_THREAD_ENV = "OMPI_MCA_mpi_ft_detector_thread"
+HEARTBEAT_PERIOD_S = 0.1  # how often the heartbeat thread lets MPI progress
 
 
 @functools.cache
 def mpi() -> types.ModuleType:
     """Returns ``mpi4py.MPI``, initialising MPI on first use.
 
-    Where Open MPI's failure detector runs its own thread (``mwms-mpi launch --elastic``:
-    ``--mca mpi_ft_detector_thread true``), this process never calls ``MPI_Finalize``: it
-    spins there for ever (measured with Open MPI 5.0.11, in
-    ``ompi_comm_failure_detector_finalize``, even in a two-rank job that never failed), while
-    a process that ends without it ends with its own status (docs/elastic.md).
+    Under Open MPI's heartbeat failure detector (``mwms-mpi launch --elastic``,
+    docs/elastic.md) two things happen here, once:
+
+    * Without the detector's own thread (the launcher's way), heartbeats leave a process only
+      while it makes MPI progress, so a rank computing between collectives for longer than
+      the detector's timeout would be declared failed. A daemon thread lets MPI progress every
+      :data:`HEARTBEAT_PERIOD_S` (a probe on ``COMM_SELF``) until ``MPI_Finalize``.
+    * With its own thread (``--mca mpi_ft_detector_thread true``, by hand), this process never
+      calls ``MPI_Finalize``: it spins there for ever (measured with Open MPI 5.0.11, in
+      ``ompi_comm_failure_detector_finalize``, even in a two-rank job that never failed),
+      while a process that ends without it ends with its own status. That thread also crashed
+      ``MPI_Init`` in 3 to 13% of 4-rank launches, which is why the launcher does not use it.
     """
-    if detector_thread() and "mpi4py.MPI" not in sys.modules:
+    if _detector(DETECTOR_THREAD_ENV) and "mpi4py.MPI" not in sys.modules:
         import mpi4py
 
         mpi4py.rc.finalize = False
     from mpi4py import MPI
 
+    if heartbeats_needed():
+        _start_heartbeats(MPI)
     return MPI
 
 
-def detector_thread(environ: _env.Environ = None) -> bool:
-    """Whether Open MPI's failure detector runs its own thread in this job."""
-    value = _env.env_str(DETECTOR_THREAD_ENV, environ)  # Open MPI's own variable: read only
+def _detector(name: str, environ: _env.Environ = None) -> bool:
+    value = _env.env_str(name, environ)  # Open MPI's own variable: read, not checked
     return value is not None and value.lower() in _env.TRUE_WORDS
+
+
+def heartbeats_needed(environ: _env.Environ = None) -> bool:
+    """Whether Open MPI's failure detector runs here without its own thread (``mpi()`` then
+    keeps its heartbeats going)."""
+    return _detector(DETECTOR_ENV, environ) and not _detector(DETECTOR_THREAD_ENV, environ)
+
+
+def _start_heartbeats(MPI: Any) -> None:
+    """Starts the thread that lets MPI progress; it stops when ``MPI_Finalize`` begins (an
+    attribute of ``COMM_SELF`` is deleted first there) or at exit, whichever comes first."""
+    if not MPI.Is_initialized() or MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+        return  # MPI may not be called from a second thread
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_PERIOD_S):
+            try:
+                MPI.COMM_SELF.Iprobe()
+            except MPI.Exception:
+                return
+
+    thread = threading.Thread(target=beat, name="mwms_mpi-heartbeats", daemon=True)
+
+    def halt(*_: Any) -> None:
+        stop.set()
+        if thread.is_alive() and thread is not threading.current_thread():
+            thread.join(timeout=1.0)
+
+    keyval = MPI.Comm.Create_keyval(delete_fn=halt)
+    MPI.COMM_SELF.Set_attr(keyval, True)
+    atexit.register(halt)
+    thread.start()
 
 
 def is_initialized() -> bool:

@@ -181,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(Failure(USAGE_STATUS, f"can't open file {program.target!r}"))
     if program.elastic:
         _lifecycle.set_elastic()
+        if _mpi.heartbeats_needed():  # from the start, not from the program's first collective
+            _initialised_mpi()
     failure = _run_catching(program)
     if failure is None:
         agreed = _lifecycle.agreed_exit_code()

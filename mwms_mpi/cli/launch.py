@@ -3,8 +3,8 @@ runner, with the flags a lost rank needs to be survived (``--elastic``).
 
 The fault-tolerance flags belong to the launcher's command line, not to the program: with
 ``--elastic`` under Open MPI this runs ``mpiexec --with-ft ulfm`` with the heartbeat failure
-detector's flags (``--mca mpi_ft_detector true --mca mpi_ft_detector_thread true`` and its
-period and timeout) ``-n N python -m mwms_mpi.run --elastic program ...`` (docs/elastic.md).
+detector's flags (``--mca mpi_ft_detector true`` and its period and timeout) ``-n N python
+-m mwms_mpi.run --elastic program ...`` (docs/elastic.md).
 Under an MPI without working ULFM (MPICH, Intel MPI) it says once that a lost rank will end
 the job, and launches as without ``--elastic``.
 """

@@ -160,10 +160,10 @@ class FailureDetector:
 
     Without it a rank that stops answering (stopped by ``SIGSTOP``, hung) is never declared
     failed: the survivors wait for it. Its heartbeats go out while a process makes MPI
-    progress; mwms_mpi's process watch makes some every 0.1 s from its own thread, so a rank
-    that computes for a long time between collectives is not declared failed
-    (``collective/ulfm.py``; Open MPI's own detector thread is not used: it crashed
-    ``MPI_Init`` now and then). Open MPI needs the timeout to exceed three periods.
+    progress; a thread of mwms_mpi's makes some every 0.1 s from MPI's start (``_mpi.py``), so
+    a rank that computes for a long time between collectives is not declared failed (Open
+    MPI's own detector thread is not used: it crashed ``MPI_Init`` now and then). Open MPI
+    needs the timeout to exceed three periods.
 
     Attributes:
       timeout_s: Seconds without a heartbeat before a rank is declared failed (Open MPI's

@@ -16,10 +16,9 @@ import contextlib
 import time
 from typing import Any
 
-from mwms_mpi import _env, _mpi
+from mwms_mpi import _env
 
 FT_ENABLE_ENV = "OMPI_MCA_mpi_ft_enable"  # set to 1 by Open MPI's `mpiexec --with-ft ulfm`
-DETECTOR_ENV = "OMPI_MCA_mpi_ft_detector"  # set by `--mca mpi_ft_detector true`
 # How long another MPI error waits for MPI to name a failed rank before it is no failure.
 FAILURE_GRACE_S = 2.0
 
@@ -43,28 +42,6 @@ def enabled(MPI: Any, environ: _env.Environ = None) -> bool:
     value = _env.env_str(FT_ENABLE_ENV, environ)  # Open MPI's own variable: read, not checked
     switched_on = value is not None and value.lower() in _env.TRUE_WORDS
     return switched_on and library_has_ulfm(MPI)
-
-
-def detector_needs_progress(MPI: Any, environ: _env.Environ = None) -> bool:
-    """Whether Open MPI's heartbeat failure detector runs without its own thread here: its
-    heartbeats then go out only while this process makes MPI progress, so a rank computing
-    between collectives for longer than the detector's timeout would be declared failed unless
-    another thread keeps making progress (the process watch does: :func:`make_progress`).
-
-    Its own thread (``mpi_ft_detector_thread``) is not used: with Open MPI 5.0.11 it crashed
-    ``MPI_Init`` in 3 to 13% of 4-rank launches and made ``MPI_Finalize`` spin for ever
-    (docs/elastic.md).
-    """
-    value = _env.env_str(DETECTOR_ENV, environ)  # Open MPI's own variable: read, not checked
-    detector = value is not None and value.lower() in _env.TRUE_WORDS
-    return detector and not _mpi.detector_thread(environ) and enabled(MPI, environ)
-
-
-def make_progress(MPI: Any) -> None:
-    """Lets MPI progress for a moment (a probe on ``COMM_SELF``), so that the failure
-    detector's heartbeats go out while the main thread computes."""
-    with contextlib.suppress(MPI.Exception):
-        MPI.COMM_SELF.Iprobe()
 
 
 def describe(MPI: Any, environ: _env.Environ = None) -> str:

@@ -72,7 +72,6 @@ class ProcessWatch:
         self._comms: list[Any] = []
         self._channel: ControlChannel | None = None
         self._polling = False
-        self._heartbeats = False  # the failure detector's heartbeats go out from this thread
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -95,7 +94,6 @@ class ProcessWatch:
             MPI = mpi()
             self._channel = ControlChannel(MPI)
             self._polling = self._channel.size > 1 and MPI.Query_thread() == MPI.THREAD_MULTIPLE
-            self._heartbeats = self._polling and ulfm.detector_needs_progress(MPI)
             if self._channel.size > 1 and not self._polling:
                 _log.warning(
                     "mwms_mpi: MPI gives less than MPI_THREAD_MULTIPLE, so lost ranks are not "
@@ -112,7 +110,7 @@ class ProcessWatch:
 
     def _start(self) -> None:
         with self._lock:
-            wanted = self._polling or self._heartbeats or self._stall.seconds > 0
+            wanted = self._polling or self._stall.seconds > 0
             if self._thread is not None or not wanted or self._shut:
                 return
             self._thread = threading.Thread(target=self._run, name="mwms_mpi-watch", daemon=True)
@@ -120,12 +118,10 @@ class ProcessWatch:
 
     def _run(self) -> None:
         stall_period = min(1.0, self._stall.seconds / 4) if self._stall.seconds > 0 else 0
-        period = POLL_PERIOD_S if self._polling or self._heartbeats else stall_period
+        period = POLL_PERIOD_S if self._polling else stall_period
         next_stall = 0.0
         while not self._stop.wait(period):
             now = time.monotonic()
-            if self._heartbeats:
-                ulfm.make_progress(mpi())
             if self._polling and self._channel is not None:
                 try:
                     for notice in self._channel.poll():
@@ -134,9 +130,9 @@ class ProcessWatch:
                         self._answer(ask)
                 except mpi().Exception as exc:
                     self._channel_failed(exc)
-                    if not stall_period and not self._heartbeats:
+                    if not stall_period:
                         return  # nothing left for the thread to do
-                    period = POLL_PERIOD_S if self._heartbeats else stall_period
+                    period = stall_period
                 self._act_on_losses(now)
             if stall_period and now >= next_stall:
                 next_stall = now + stall_period

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mwms_mpi import _mpi
 from mwms_mpi.cluster import mpiexec
 from mwms_mpi.cluster.mpiexec import INTEL, MPICH, OPEN_MPI, Mpiexec, family_of
 
@@ -167,3 +168,22 @@ def test_a_detector_open_mpi_would_refuse_is_refused_here(
 ) -> None:
     with pytest.raises(ValueError, match="the detector's"):
         mpiexec.FailureDetector(timeout, period)
+
+
+@pytest.mark.parametrize(
+    ("environ", "needed"),
+    [
+        ({}, False),
+        ({"OMPI_MCA_mpi_ft_detector": "true"}, True),  # the launcher's way: beat for it
+        ({"OMPI_MCA_mpi_ft_detector": "1", "OMPI_MCA_mpi_ft_detector_thread": "true"}, False),
+        ({"OMPI_MCA_mpi_ft_detector": "false"}, False),
+    ],
+)
+def test_the_heartbeat_thread_runs_where_the_detector_has_none_of_its_own(
+    environ: dict[str, str], needed: bool
+) -> None:
+    """What the launcher's flags become in each rank's environment decides it (``_mpi``)."""
+    assert _mpi.heartbeats_needed(environ) is needed
+    flags = mpiexec.FailureDetector().flags()
+    as_env = {f"OMPI_MCA_{flags[i + 1]}": flags[i + 2] for i in range(0, len(flags), 3)}
+    assert _mpi.heartbeats_needed(as_env)
