@@ -54,6 +54,13 @@ def child_environ(extra: Mapping[str, str]) -> dict[str, str]:
     return {**os.environ, **extra}
 
 
+def foreign_flag(name: str, environ: Environ = None) -> bool:
+    """Whether another program's variable (Open MPI's ``OMPI_MCA_*``, say) says true: read,
+    never checked, since its own words are not ours to refuse."""
+    value = env_str(name, environ)
+    return value is not None and value.lower() in TRUE_WORDS
+
+
 def env_str(name: str, environ: Environ = None) -> str | None:
     """The variable's text without surrounding blanks, or ``None`` when unset or blank."""
     value = env_raw(name, environ)

@@ -39,7 +39,7 @@ def mpi() -> types.ModuleType:
       while a process that ends without it ends with its own status. That thread also crashed
       ``MPI_Init`` in 3 to 13% of 4-rank launches, which is why the launcher does not use it.
     """
-    if _detector(DETECTOR_THREAD_ENV) and "mpi4py.MPI" not in sys.modules:
+    if _env.foreign_flag(DETECTOR_THREAD_ENV) and "mpi4py.MPI" not in sys.modules:
         import mpi4py
 
         mpi4py.rc.finalize = False
@@ -50,15 +50,11 @@ def mpi() -> types.ModuleType:
     return MPI
 
 
-def _detector(name: str, environ: _env.Environ = None) -> bool:
-    value = _env.env_str(name, environ)  # Open MPI's own variable: read, not checked
-    return value is not None and value.lower() in _env.TRUE_WORDS
-
-
 def heartbeats_needed(environ: _env.Environ = None) -> bool:
     """Whether Open MPI's failure detector runs here without its own thread (``mpi()`` then
     keeps its heartbeats going)."""
-    return _detector(DETECTOR_ENV, environ) and not _detector(DETECTOR_THREAD_ENV, environ)
+    own_thread = _env.foreign_flag(DETECTOR_THREAD_ENV, environ)
+    return _env.foreign_flag(DETECTOR_ENV, environ) and not own_thread
 
 
 def _start_heartbeats(MPI: Any) -> None:

@@ -27,7 +27,7 @@ def main(
     program: Sequence[str],
     elastic: bool,
     timeout: float | None,
-    detector: FailureDetector | None = None,
+    detector: FailureDetector = DEFAULT_DETECTOR,
 ) -> int:
     """Runs ``program`` (a script and its arguments, or ``-m module ...``) on ``n`` ranks;
     returns the launcher's exit status. With ``elastic``, ``detector`` (default Open MPI's
@@ -47,7 +47,7 @@ def main(
         [*runner, *program],
         timeout,
         fault_tolerant=elastic and can_survive,
-        detector=detector or DEFAULT_DETECTOR,
+        detector=detector,
     )
     print(f"+ {shlex.join(command.args)}", file=sys.stderr, flush=True)
     env = _env.child_environ(command.env)

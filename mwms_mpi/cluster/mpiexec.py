@@ -154,6 +154,9 @@ def family_from_env(environ: Mapping[str, str] | None = None) -> str | None:
     return _env.env_choice(FAMILY_VARIABLE, names, None, environ=environ)
 
 
+OPEN_MPI_DETECTOR_PERIOD_S = 3.0  # Open MPI's default heartbeat period
+
+
 @dataclasses.dataclass(frozen=True)
 class FailureDetector:
     """Open MPI's heartbeat failure detector, for a fault-tolerant launch (docs/elastic.md).
@@ -190,7 +193,9 @@ class FailureDetector:
         """The heartbeats' period in seconds."""
         if self.period_s is not None:
             return self.period_s
-        return 3.0 if self.timeout_s > 9.0 else self.timeout_s / 4
+        if self.timeout_s > 3 * OPEN_MPI_DETECTOR_PERIOD_S:  # Open MPI's rule
+            return OPEN_MPI_DETECTOR_PERIOD_S
+        return self.timeout_s / 4
 
     def flags(self) -> tuple[str, ...]:
         """Open MPI's ``mpiexec`` flags that turn it on."""

@@ -39,9 +39,7 @@ def library_has_ulfm(MPI: Any) -> bool:
 def enabled(MPI: Any, environ: _env.Environ = None) -> bool:
     """Whether this job can survive a lost rank: ULFM in the library and switched on by
     the launcher (``mpiexec --with-ft ulfm``)."""
-    value = _env.env_str(FT_ENABLE_ENV, environ)  # Open MPI's own variable: read, not checked
-    switched_on = value is not None and value.lower() in _env.TRUE_WORDS
-    return switched_on and library_has_ulfm(MPI)
+    return _env.foreign_flag(FT_ENABLE_ENV, environ) and library_has_ulfm(MPI)
 
 
 def describe(MPI: Any, environ: _env.Environ = None) -> str:

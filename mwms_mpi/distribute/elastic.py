@@ -107,30 +107,19 @@ class ElasticHandler:
         Raises:
           StopIteration: at the end of the input.
         """
-        if not self._elastic:
-            result = train_step(next(iterator), *args, **kwargs)
-            self._steps += 1
-            return result
-        _check_iterator(iterator)
-        self._iterator = iterator
-        while True:
-            try:  # copying a SyncOnReadVariable is a collective: it can meet the failure too
-                self._keep_copy()
-                result = train_step(next(iterator), *args, **kwargs)
-            except errors.UnavailableError:
-                if not _lifecycle.peer_failure_seen():
-                    raise
-                self._recover()
-                continue
-            self._steps += 1
-            if self._failed_at is not None:  # the first step completed after a recovery
-                seconds = time.perf_counter() - self._failed_at
-                self._failed_at = None
-                for recovery in self.recoveries:
-                    if recovery.seconds is None:  # a failure during a recovery's step: both
-                        recovery.seconds = seconds
-                        self._report(recovery)
-            return result
+        if self._elastic:
+            _check_iterator(iterator)
+            self._iterator = iterator  # remade in place by a recovery
+        result = self.call(lambda: train_step(next(iterator), *args, **kwargs))
+        self._steps += 1
+        if self._failed_at is not None:  # the first step completed after a recovery
+            seconds = time.perf_counter() - self._failed_at
+            self._failed_at = None
+            for recovery in self.recoveries:
+                if recovery.seconds is None:  # a failure during a recovery's step: both
+                    recovery.seconds = seconds
+                    self._report(recovery)
+        return result
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Runs ``fn(*args, **kwargs)`` between steps, surviving a lost rank: collective work
@@ -146,7 +135,7 @@ class ElasticHandler:
         if not self._elastic:
             return fn(*args, **kwargs)
         while True:
-            try:
+            try:  # copying a SyncOnReadVariable is a collective: it can meet the failure too
                 self._keep_copy()
                 return fn(*args, **kwargs)
             except errors.UnavailableError:
