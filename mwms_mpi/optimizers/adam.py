@@ -41,6 +41,28 @@ class Adam(Optimizer):
         self._slot_names = (
             ("momentum", "velocity", "velocity_hat") if amsgrad else ("momentum", "velocity")
         )
+        self._last_scalars: tuple[tuple[Any, ...], tuple[Any, Any, Any, Any]] | None = None
+
+    def _scalars(self, cast: Any, step: int) -> tuple[Any, Any, Any, Any]:
+        """Keras's scalars of a step in the variables' dtype (``cast``): ``alpha``,
+        ``1 - beta_1``, ``1 - beta_2`` and ``epsilon``.
+
+        The same for every variable of a step: made for its first variable, and kept while
+        the dtype, the step and the hyperparameters (plain attributes a user may change) are
+        the ones they were made from.
+        """
+        key = (cast, step, self.learning_rate, self.beta_1, self.beta_2, self.epsilon)
+        if self._last_scalars is not None and self._last_scalars[0] == key:
+            return self._last_scalars[1]
+        lr = cast(np.float32(self.learning_rate))  # Keras keeps it in a float32 variable
+        t = cast(step)
+        # Keras casts the betas through float32 (a Python float becomes a float32 tensor first)
+        beta_1_power = cast(np.float32(self.beta_1)) ** t
+        beta_2_power = cast(np.float32(self.beta_2)) ** t
+        alpha = lr * np.sqrt(cast(1) - beta_2_power) / (cast(1) - beta_1_power)
+        scalars = (alpha, cast(1 - self.beta_1), cast(1 - self.beta_2), cast(self.epsilon))
+        self._last_scalars = (key, scalars)
+        return scalars
 
     def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
         # Keras's arithmetic, in the variable's dtype and order, so results match it bitwise.
@@ -55,22 +77,25 @@ class Adam(Optimizer):
             if sparse is None
             else _sparse.densify(sparse[0], xp.square(sparse[1]), tuple(var.shape))
         )
-        lr = cast(np.float32(self.learning_rate))  # Keras keeps it in a float32 variable
-        t = cast(step)
-        # Keras casts the betas through float32 (a Python float becomes a float32 tensor first)
-        beta_1_power = cast(np.float32(self.beta_1)) ** t
-        beta_2_power = cast(np.float32(self.beta_2)) ** t
-        alpha = lr * np.sqrt(cast(1) - beta_2_power) / (cast(1) - beta_1_power)
+        alpha, keep_1, keep_2, epsilon = self._scalars(cast, step)
         m, v = slots[0], slots[1]
-        m_old, v_old = m.read_value(), v.read_value()
-        m_new = m_old + (grad - m_old) * cast(1 - self.beta_1)
-        v_new = v_old + (square - v_old) * cast(1 - self.beta_2)
-        # read_value=False: nothing reads what these assigns return (building the returned
-        # reads cost about 7% of apply_gradients on the demo's small variables)
-        m.assign(m_new, read_value=False)
-        v.assign(v_new, read_value=False)
-        if self.amsgrad:
-            v_new = xp.maximum(slots[2].read_value(), v_new)
-            slots[2].assign(v_new, read_value=False)
-        update = (m_new * alpha) / (xp.sqrt(v_new) + cast(self.epsilon))
-        return var.assign_sub(update, read_value=False)
+        # Each new value is written into the slot's or variable's own storage (copy-on-write
+        # where read_only_value() handed it out: Variable._update_with), in the same elementwise
+        # operations as Keras's assigns, so the same bits without a read, an assign's
+        # conversion or its copies: m + (g - m) * (1 - beta_1) ...
+        delta = grad - m._dense()
+        delta *= keep_1
+        m_new = m._update_with(xp.add, delta, "AssignAddVariableOp")
+        # ... v + (g**2 - v) * (1 - beta_2) ...
+        delta = square - v._dense()  # not in place: a gradient may broadcast to the shape
+        delta *= keep_2
+        v_new = v._update_with(xp.add, delta, "AssignAddVariableOp")
+        if self.amsgrad:  # ... the largest v seen ...
+            v_new = slots[2]._update_with(xp.maximum, v_new, "AssignVariableOp")
+        # ... and var - (m * alpha) / (sqrt(v) + epsilon)
+        update = m_new * alpha
+        denominator = xp.sqrt(v_new)
+        denominator += epsilon
+        update /= denominator
+        var._update_with(xp.subtract, update, "AssignSubVariableOp")
+        return None

@@ -34,6 +34,9 @@ from mwms_mpi.values.distributed_variable import DistributedVariable
 from mwms_mpi.values.indexed_slices import to_dense
 from mwms_mpi.values.variables import Variable
 
+_ONE_STEP = np.ones((), np.int64)  # what a step adds to the counter: an operand, never written
+_ONE_STEP.flags.writeable = False
+
 
 def dense_grad(grad: Any, dtype: Any) -> Any:
     """A gradient as a dense array of ``dtype``, of its own kind (sparse slices scattered)."""
@@ -209,7 +212,7 @@ class Optimizer:
         counter, updates = device
         for var, grad, slots in updates:
             self._update_step(var, grad, *slots, step=step)
-        counter.assign_add(np.int64(1), read_value=False)
+        counter._update_with(np.add, _ONE_STEP, "AssignAddVariableOp")
 
     def _build(self, strategy: Any, variables: Sequence[Any]) -> None:
         """Makes the step counter and each new variable's slots, in the strategy's scope.

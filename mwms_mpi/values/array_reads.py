@@ -8,12 +8,12 @@ writeable array that later updates never change, cast to ``dtype`` when asked; T
 handing parameters to an autodiff library every step. It follows docs/architecture.md,
 "Results are values", by copy-on-write, not by a validity window: the variable's buffer is
 frozen (``writeable=False``) and handed out as a read-only view; the next in-place update
-(``assign_add``/``assign_sub``) writes a new buffer instead (:func:`update_target`), and
-``assign``/``scatter_*`` always store a new buffer. What the caller holds therefore never
-changes, and numpy refuses to make it writeable again (its base is not writeable). A read
-costs nothing; the update after it costs one allocation (no more than the copy it replaces),
-however many reads came between. A CuPy array has no read-only flag: a device variable's
-``read_only_value()`` is a copy.
+(``assign_add``, ``assign_sub``, an optimizer's step: ``_update_with``) writes a new buffer
+instead (:func:`update_target`), and ``assign``/``scatter_*`` always store a new buffer. What
+the caller holds therefore never changes, and numpy refuses to make it writeable again (its
+base is not writeable). A read costs nothing; the update after it costs one allocation (no
+more than the copy it replaces), however many reads came between. A CuPy array has no
+read-only flag: a device variable's ``read_only_value()`` is a copy.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi import _arrays
+from mwms_mpi import _arrays, errors
 from mwms_mpi.values.foreign import not_traced, raise_if_jit_tracing
+from mwms_mpi.values.scatter import tf_shape
 
 __all__ = [
     "ArrayReadsMixin",
@@ -76,7 +77,8 @@ def apply_in_place(fn: Any, array: Any, operand: Any) -> Any:
 
 
 class ArrayReadsMixin:
-    """``__array__`` and ``read_only_value`` of ``Variable`` and the distributed variables."""
+    """``__array__`` and ``read_only_value`` of ``Variable`` and the distributed variables, and
+    the in-place update that keeps what ``read_only_value`` handed out (``_update_with``)."""
 
     _value: Any
 
@@ -111,3 +113,29 @@ class ArrayReadsMixin:
         """
         raise_if_jit_tracing("Variable.read_only_value")
         return frozen_view(self._value)
+
+    def _update_with(self, fn: Any, operand: Any, op_name: str) -> Any:
+        """``fn(value, operand)`` as the new value: the in-place update of ``assign_add``,
+        ``assign_sub`` and an optimizer's step (``optimizers/adam.py``), with no conversion.
+
+        ``operand`` is an array of this variable's kind (numpy or CuPy) that the caller made;
+        its dtype is cast to the variable's. The storage is written in place unless
+        ``read_only_value()`` handed it out (then into a new buffer: :func:`apply_in_place`),
+        so nothing returned earlier changes.
+
+        Returns:
+          The new storage, for the caller's own arithmetic only: never handed out.
+
+        Raises:
+          InvalidArgumentError: if ``operand``'s shape is not the variable's (TF's message for
+            ``op_name``); the value is then unchanged.
+        """
+        if operand.shape != self._value.shape:
+            raise errors.InvalidArgumentError(
+                None,
+                op_name,
+                f"Cannot update variable with shape {tf_shape(self._value.shape)} using a "
+                f"Tensor with shape {tf_shape(operand.shape)}, shapes must be equal.",
+            )
+        self._value = apply_in_place(fn, self._value, operand)
+        return self._value

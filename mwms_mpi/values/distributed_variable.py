@@ -235,6 +235,22 @@ class DistributedVariable(DistributedValues, Variable):
             _assign_sub, delta, use_locking=use_locking, name=name, read_value=read_value
         )
 
+    def _update_with(self, fn: Any, operand: Any, op_name: str) -> Any:
+        """``Variable._update_with`` of the component that ``extended.update`` is updating
+        (an optimizer's step, handed this variable as a slot): what ``assign_add`` there does.
+
+        Raises:
+          RuntimeError: outside ``extended.update``, where an update of a distributed variable
+            goes through ``assign_*`` (aggregated, or applied to every copy).
+        """
+        replica_id = agg.get_update_replica_id()
+        if replica_id is None:
+            raise RuntimeError(
+                f"{type(self).__name__} `{self._common_name}`: an in-place update step runs "
+                "only inside extended.update; use assign_add/assign_sub here."
+            )
+        return self._get_replica(replica_id)._update_with(fn, operand, op_name)
+
     def _scatter(self, sparse_delta: Any, kind: str) -> Any:
         """``scatter_<kind>`` (TF's ``values_util.scatter_*``): an update like ``assign_add``, so
         in replica context the deltas are aggregated (``IndexedSlices`` concatenate) first."""

@@ -114,8 +114,10 @@ def is_foreign_array(value: Any) -> bool:
 
 
 def _dlpack_on_gpu(value: Any) -> bool:
+    """Whether ``value`` is in memory CuPy can take (asked by DLPack; never by ``__dlpack__``
+    alone, which is not required of a library that also gives ``__array__``)."""
     device = getattr(value, "__dlpack_device__", None)
-    if device is None:
+    if device is None or not hasattr(value, "__dlpack__"):
         return False
     try:
         return int(device()[0]) in _DLPACK_CUDA
@@ -139,9 +141,10 @@ def from_foreign(value: Any) -> Any:
     """
     if is_jax_tracer(value):
         _refuse_tracer(value)
-    on_gpu = hasattr(value, "__dlpack__") and _dlpack_on_gpu(value)
     cp = _arrays.cupy_if_imported()
-    if on_gpu and cp is not None:
+    # where the memory is matters only with CuPy to take it, or for the error: asked then
+    # (JAX's __dlpack_device__ costs more than the host view itself)
+    if cp is not None and _dlpack_on_gpu(value):
         return cp.from_dlpack(value)
     if hasattr(value, "__array__"):
         try:
@@ -150,10 +153,10 @@ def from_foreign(value: Any) -> Any:
             # and its library's array object is never the one the caller gets back.
             return np.asarray(value).view()
         except (TypeError, RuntimeError) as error:
-            if not on_gpu:
+            if not _dlpack_on_gpu(value):
                 raise
             _refuse_device(value, error)
-    if on_gpu:
+    if _dlpack_on_gpu(value):
         _refuse_device(value, None)
     return np.from_dlpack(value)
 

@@ -43,7 +43,7 @@ def tf_dtype_name(dtype: Any) -> str:
     return _TF_NAMES.get(name, name)
 
 
-def _shape(shape: tuple[int, ...]) -> str:
+def tf_shape(shape: tuple[int, ...]) -> str:
     """TF's ``TensorShape::DebugString``: ``[3,2]``, ``[]``."""
     return "[" + ",".join(str(d) for d in shape) + "]"
 
@@ -173,8 +173,8 @@ def scatter(value: Any, sparse_delta: IndexedSlices, kind: str) -> Any:
             raise errors.InvalidArgumentError(
                 None,
                 op,
-                f"The shape of indices ({_shape(indices.shape)}) must be a prefix of the shape "
-                f"of updates ({_shape(updates.shape)})",
+                f"The shape of indices ({tf_shape(indices.shape)}) must be a prefix of the shape "
+                f"of updates ({tf_shape(updates.shape)})",
             )
         if updates.size != n * int(np.prod(value.shape[1:], dtype=np.int64)):
             raise _shape_error(op, updates, indices, value)  # TF reads out of bounds here
@@ -200,8 +200,8 @@ def _shape_error(op: str, updates: Any, indices: Any, value: Any) -> errors.Inva
         None,
         op,
         "Must have updates.shape = indices.shape + params.shape[1:] or updates.shape = [], got "
-        f"updates.shape {_shape(updates.shape)}, indices.shape {_shape(indices.shape)}, "
-        f"params.shape {_shape(value.shape)}",
+        f"updates.shape {tf_shape(updates.shape)}, indices.shape {tf_shape(indices.shape)}, "
+        f"params.shape {tf_shape(value.shape)}",
     )
 
 
@@ -221,7 +221,7 @@ def batch_scatter(value: Any, sparse_delta: IndexedSlices) -> Any:
     updates = _arrays.like(convert_to_dtype(sparse_delta.values, value.dtype), value)
     if value.ndim == 0:
         raise errors.InvalidArgumentError(
-            None, op, f"Output must be at least 1-D, got shape: {_shape(value.shape)}"
+            None, op, f"Output must be at least 1-D, got shape: {tf_shape(value.shape)}"
         )
     depth = max(indices.ndim, 1)  # the coordinates per update: the prefix dims, then the index
     batch = indices.shape[:-1] if indices.ndim else ()
@@ -230,8 +230,8 @@ def batch_scatter(value: Any, sparse_delta: IndexedSlices) -> Any:
         raise errors.InvalidArgumentError(
             None,
             op,
-            f"Dimensions [0,1) of indices[shape={_shape((*indices.shape, depth))}] = {lead} must "
-            f"match dimensions [0,1) of updates[shape={_shape(updates.shape)}] = "
+            f"Dimensions [0,1) of indices[shape={tf_shape((*indices.shape, depth))}] = {lead} must "
+            f"match dimensions [0,1) of updates[shape={tf_shape(updates.shape)}] = "
             f"{updates.shape[0] if updates.ndim else 0}",
         )
     count = int(np.prod(indices.shape, dtype=np.int64))
@@ -240,9 +240,9 @@ def batch_scatter(value: Any, sparse_delta: IndexedSlices) -> Any:
         raise errors.InvalidArgumentError(
             None,
             op,
-            f"Dimensions [{depth},{value.ndim}) of input[shape={_shape(value.shape)}] must match "
+            f"Dimensions [{depth},{value.ndim}) of input[shape={tf_shape(value.shape)}] must match "
             f"dimensions [{indices.ndim},{updates.ndim}) of updates[shape="
-            f"{_shape(updates.shape)}]",
+            f"{tf_shape(updates.shape)}]",
         )
     grids = list(np.indices(indices.shape)[: len(batch)]) if batch else []
     coords = np.stack([g.reshape(-1) for g in grids] + [indices.reshape(-1)], axis=-1)
@@ -260,7 +260,7 @@ def batch_scatter(value: Any, sparse_delta: IndexedSlices) -> Any:
             None,
             op,
             f"indices{_slice(indices.shape, bad)} = [{', '.join(str(int(c)) for c in coords[bad])}"
-            f"] does not index into shape {_shape(value.shape)}",
+            f"] does not index into shape {tf_shape(value.shape)}",
         )
         error.partial = result  # type: ignore[attr-defined]
         raise error

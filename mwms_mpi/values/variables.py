@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import mwms_mpi.values.array_reads as reads
-from mwms_mpi import _arrays, _context, errors
+from mwms_mpi import _arrays, _context
 from mwms_mpi._context import StrategyLike
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
 from mwms_mpi.values._base import VariableBase
@@ -303,15 +303,8 @@ class Variable(reads.ArrayReadsMixin, ScatterMixin, VariableBase, metaclass=_Var
 
     def _apply(self, value: Any, read_value: bool, op: Any, op_name: str) -> Any:
         array = _arrays.like(convert_to_dtype(value, self._dtype), self._value)
-        if array.shape != self._value.shape:
-            raise errors.InvalidArgumentError(
-                None,
-                op_name,
-                f"Cannot update variable with shape {list(self._value.shape)} using a Tensor "
-                f"with shape {list(array.shape)}, shapes must be equal.",
-            )
         fn = getattr(_arrays.array_module(self._value), op.__name__)
-        self._value = reads.apply_in_place(fn, self._value, array)
+        self._update_with(fn, array, op_name)
         return UnreadVariable(self) if read_value else None
 
     def assign_add(
