@@ -11,7 +11,11 @@ The requests left pending do not matter: the job is aborted next.
 In elastic mode (``python -m mwms_mpi.run --elastic``, docs/elastic.md) a rank that fails
 alone does not abort the job: it sends its report to every other rank on the same
 communicator (:func:`tell_peers`) and ends itself, and the survivors, after they shrank, read
-it (:func:`report_of`), through receives posted in advance.
+it (:func:`report_of`), through receives posted in advance. Where a peer is lost already, the
+all-gather cannot complete; the reports themselves then say whether any rank will go on: if
+every peer not known to have failed sent one too (:func:`every_live_peer_left`), none will,
+and the failing ranks end the job with their status instead of leaving it (all ranks ended
+by ``SIGKILL`` would end a ULFM job with status 0).
 """
 
 from __future__ import annotations
@@ -111,10 +115,14 @@ def printed(seconds: float = WAIT_S) -> None:
         _wait(_comm.Ibarrier, seconds)
 
 
-def tell_peers(report: str, seconds: float = WAIT_S) -> None:
+def tell_peers(report: str, failed: bool = True, seconds: float = WAIT_S) -> None:
     """Sends ``report`` to every other rank without waiting for them to receive it (small
     messages go eagerly), waiting at most ``seconds`` for the sends to leave this process.
-    A peer that failed before is skipped: MPI refuses a send to it (ULFM)."""
+    A peer that failed before is skipped: MPI refuses a send to it (ULFM).
+
+    ``failed=False``: the rank leaves as a lost machine would (told to stop), not after a
+    failure: :func:`report_of` gives no report for it, but it counts as having left
+    (:func:`every_live_peer_left`)."""
     comm = _report_comm
     if comm is None:
         return
@@ -125,7 +133,7 @@ def tell_peers(report: str, seconds: float = WAIT_S) -> None:
     for peer in range(size):
         if peer != me:
             with contextlib.suppress(MPI.Exception):  # ends once the peer matched it
-                requests.append(comm.issend(report, dest=peer, tag=REPORT_TAG))
+                requests.append(comm.issend((failed, report), dest=peer, tag=REPORT_TAG))
     deadline = time.monotonic() + seconds
     while requests and time.monotonic() < deadline:
         requests = [r for r in requests if not _done(r, MPI)]
@@ -155,11 +163,49 @@ def peers_alive() -> bool:
         failed.Free()
 
 
+def every_live_peer_left(seconds: float = WAIT_S) -> bool:
+    """Elastic mode: whether every peer not known to have failed sent its report
+    (:func:`tell_peers`) within ``seconds``, or failed meanwhile: then no rank goes on.
+
+    Called by a rank about to leave, after it told its peers: it consumes their reports.
+    """
+    comm = _report_comm
+    if comm is None:
+        return False
+    MPI = _mpi.mpi()
+    pending = [_reports.get(peer) for peer in _live_peers(comm, MPI)]
+    if any(request is None for request in pending):
+        return False
+    deadline = time.monotonic() + seconds
+    while True:
+        pending = [r for r in pending if not _done(r, MPI)]
+        if not pending:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1e-3)
+
+
+def _live_peers(comm: Any, MPI: Any) -> list[int]:
+    """The ranks of ``comm`` other than this one that MPI does not know to have failed."""
+    me, size = comm.Get_rank(), comm.Get_size()
+    known: set[int] = set()
+    with contextlib.suppress(Exception):  # MPI cannot say: every peer counts as live
+        failed, group = comm.Get_failed(), comm.Get_group()
+        try:
+            ranks = MPI.Group.Translate_ranks(failed, list(range(failed.Get_size())), group)
+            known = {int(r) for r in ranks}
+        finally:
+            failed.Free()
+            group.Free()
+    return [peer for peer in range(size) if peer != me and peer not in known]
+
+
 def report_of(world_rank: int, seconds: float = 0.2) -> str | None:
-    """The report that ``world_rank`` sent before it left (:func:`tell_peers`), or ``None``
-    (it died without one, or it has not arrived within ``seconds``). The receive was posted
-    in advance (:func:`prepare`): ULFM refuses to match a new one from a failed rank, even
-    for a message already here."""
+    """The report that ``world_rank`` sent before it left after a failure (:func:`tell_peers`),
+    or ``None`` (it died without one, left as told to stop, or the report has not arrived
+    within ``seconds``). The receive was posted in advance (:func:`prepare`): ULFM refuses to
+    match a new one from a failed rank, even for a message already here."""
     request = _reports.get(world_rank)
     if request is None:
         return None
@@ -167,9 +213,10 @@ def report_of(world_rank: int, seconds: float = 0.2) -> str | None:
     deadline = time.monotonic() + seconds
     try:
         while True:
-            done, report = request.test()
+            done, message = request.test()
             if done:
-                return str(report)
+                failed, report = message
+                return str(report) if failed else None
             if time.monotonic() > deadline:
                 return None
             time.sleep(1e-3)

@@ -6,7 +6,9 @@ executes the program as ``__main__`` (as ``python script.py`` or ``python -m mod
 when it ends with an uncaught exception, a non-zero ``sys.exit`` or ``Ctrl-C``, prints the failing
 rank's traceback and calls ``MPI_Abort`` on ``COMM_WORLD`` so the launcher ends the whole job with a
 non-zero exit code (docs/architecture.md, "Failure"). It mirrors ``python -m mpi4py``, but says
-which rank failed and why.
+which rank failed and why. With ``--elastic`` (docs/elastic.md) a rank that fails alone leaves
+the job instead, so that the others go on, and SIGTERM is raised in the program as
+:class:`Terminated`, so that it ends a rank through the same path (status 143).
 
 MPI is not initialised unless the program initialises it or the program fails under a launcher:
 ``MPI_Abort`` is the only way to make the launcher kill the other ranks, so the failure path
@@ -27,7 +29,7 @@ import traceback
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NoReturn
 
 from mwms_mpi import _env, _failure_report, _lifecycle, _mpi
 from mwms_mpi._lifecycle import EXCEPTION_STATUS
@@ -42,9 +44,11 @@ PROG = "mwms_mpi.run"
 INIT_TIMEOUT_VARIABLE = "MWMS_MPI_RUN_INIT_TIMEOUT"
 DEFAULT_INIT_TIMEOUT_S = 60.0
 
-# Exit statuses, as CPython uses them: an uncaught exception, a bad command line, SIGINT.
+# Exit statuses, as CPython uses them: an uncaught exception, a bad command line, SIGINT;
+# and a shell's for a process ended by SIGTERM.
 USAGE_STATUS = 2
 INTERRUPT_STATUS = 130
+TERMINATED_STATUS = 128 + signal.SIGTERM
 
 USAGE = f"""\
 usage: python -m {PROG} [--elastic] <script.py> [arg ...]
@@ -62,7 +66,9 @@ options:
   -h, --help  show this message and exit
   --elastic   under `mpiexec --with-ft ulfm` (Open MPI): a rank that fails alone prints its
               traceback, sends it to the others and ends itself (SIGKILL) instead of the job,
-              so that they can go on (ElasticHandler); the job still ends non-zero
+              so that they can go on (ElasticHandler); the job still ends non-zero. SIGTERM
+              ends a rank through the same path with status 143: alone, it leaves as a lost
+              machine (the others go on, and end 0); on every rank, the job ends with 143
 
 environment:
   {INIT_TIMEOUT_VARIABLE}  seconds (a number >= 1) a failing rank waits in MPI_Init (needed
@@ -78,6 +84,20 @@ _INTERNAL_FILES = frozenset(
 
 class UsageError(Exception):
     """The command line names no program to run."""
+
+
+class Terminated(BaseException):
+    """SIGTERM reached a rank under ``--elastic``: raised where the program is, as
+    ``KeyboardInterrupt`` is for SIGINT, so that the rank ends through :func:`fail`.
+
+    Not an ``Exception``: a program's ``except Exception`` does not swallow it. Without it,
+    every rank of a job ended by SIGTERM (Slurm's time limit or ``--signal``, ``scancel``)
+    died by the signal, and under ``--with-ft ulfm`` such a job ends with status 0 (measured).
+    """
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 @dataclass(frozen=True)
@@ -97,6 +117,9 @@ class Failure:
     status: int
     reason: str
     details: str = ""
+    # --elastic, a rank leaving alone: whether its peers count it as failed (and then end
+    # non-zero). A rank told to stop (SIGTERM: a node reclaimed) is a lost machine, not a bug.
+    counts_as_failure: bool = True
 
 
 def parse_args(argv: Sequence[str]) -> Program | None:
@@ -183,7 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _lifecycle.set_elastic()
         if _mpi.heartbeats_needed():  # from the start, not from the program's first collective
             _initialised_mpi()
+        # a handler the program installs (PreemptionCheckpointHandler's) replaces this one
+        signal.signal(signal.SIGTERM, _raise_terminated)
+        signal.siginterrupt(signal.SIGTERM, False)  # restart interrupted system calls
     failure = _run_catching(program)
+    if program.elastic:  # ending now: a signal ends the process, not the failure path
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if failure is None:
         agreed = _lifecycle.agreed_exit_code()
         status = 0 if agreed is None else agreed
@@ -218,6 +246,8 @@ def _run_catching(program: Program) -> Failure | None:
         return _exit_failure(exc)
     except KeyboardInterrupt as exc:
         return Failure(INTERRUPT_STATUS, "interrupted (KeyboardInterrupt)", format_exception(exc))
+    except Terminated:  # the same report on every rank it reaches: one line for all of them
+        return Failure(TERMINATED_STATUS, "terminated (SIGTERM)", counts_as_failure=False)
     except BaseException as exc:
         return Failure(EXCEPTION_STATUS, f"uncaught {type(exc).__name__}", format_exception(exc))
     return None
@@ -264,16 +294,23 @@ def fail(failure: Failure) -> int:
     report = f"{failure.reason}\n{failure.details}"
     same = _failure_report.same_failure(report) if _mpi_running() else None
     # Elastic: a rank failing while others go on (they did not all join the exchange) leaves
-    # alone; the last one alive ends the job as without --elastic (a job of ranks that all
+    # alone; the last ones alive end the job as without --elastic (a job of ranks that all
     # died by SIGKILL would end with status 0 under ULFM: measured).
+    nobody_goes_on = False
     if _lifecycle.elastic() and same is None and _can_leave_alone():
-        _leave_alone(failure, f"{tag} of {size}", report)
-    # Every rank failed (all joined the exchange), so none waits for another. Under --with-ft
-    # ulfm several ranks in MPI_Abort at once were seen to hang the job (CI, 4 ranks raising
-    # together): each ends with the status instead.
-    every_rank_under_ulfm = same is not None and ulfm.enabled(_mpi.mpi())
+        where = f"{tag} of {size}"
+        _failure_report.tell_peers(f"{where}: {report}", failed=failure.counts_as_failure)
+        # a peer lost already fails the exchange: every live peer failing too ends the job
+        nobody_goes_on = _failure_report.every_live_peer_left()
+        if not nobody_goes_on:
+            _leave_alone(failure, where)
+    # Every rank failed (all joined the exchange, or every live one reported), so none waits
+    # for another. Under --with-ft ulfm several ranks in MPI_Abort at once were seen to hang
+    # the job (CI, 4 ranks raising together): each ends with the status instead.
+    every_rank_under_ulfm = (same is not None or nobody_goes_on) and ulfm.enabled(_mpi.mpi())
     if every_rank_under_ulfm:
-        action = f"ending with status {failure.status} (every rank failed)"
+        why = "every rank failed" if same is not None else "every rank left failed"
+        action = f"ending with status {failure.status} ({why})"
     if same is None or len(same) == 1:
         _write_stderr(f"{tag} of {size}: {failure.reason}, {action}", tag, failure.details)
     elif str(same[0]) == rank:  # the lowest rank of the group speaks for it
@@ -281,8 +318,8 @@ def fail(failure: Failure) -> int:
         _write_stderr(f"{group} of {size}: {failure.reason}, {action}", group, failure.details)
     if same is not None:
         _failure_report.printed()
-        if every_rank_under_ulfm:
-            _lifecycle.exit_without_finalize(failure.status % 256 or EXCEPTION_STATUS)
+    if every_rank_under_ulfm:
+        _lifecycle.exit_without_finalize(failure.status % 256 or EXCEPTION_STATUS)
     if aborting:
         if not _mpi.is_initialized():
             timeout = _init_timeout()
@@ -305,19 +342,20 @@ def _can_leave_alone() -> bool:
     return ulfm.enabled(_mpi.mpi()) and _failure_report.peers_alive()
 
 
-def _leave_alone(failure: Failure, where: str, report: str) -> None:
-    """Elastic mode, a rank failing while others do not: it prints its report, sends it to its
-    peers and ends itself by ``SIGKILL``, so that they shrink and go on (docs/elastic.md).
-    Open MPI does not report a rank that exits without ``MPI_Finalize``: its peers would wait.
+def _leave_alone(failure: Failure, where: str) -> NoReturn:
+    """Elastic mode, a rank failing while others go on: after its report went to its peers
+    (:func:`fail`; marked as no failure when it was told to stop: :class:`Terminated`), it
+    ends itself by ``SIGKILL``, so that they shrink and go on (docs/elastic.md). Open MPI
+    does not report a rank that exits without ``MPI_Finalize``: its peers would wait.
     """
     _write_stderr(
         f"{where}: {failure.reason}, leaving the job (--elastic: the others go on without it)",
         where,
         failure.details,
     )
-    _failure_report.tell_peers(f"{where}: {report}")
     _lifecycle.flush_streams()
     os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("not reached: SIGKILL")
 
 
 def _ranks_text(ranks: list[int]) -> str:

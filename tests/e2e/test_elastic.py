@@ -55,7 +55,8 @@ needs_ulfm = pytest.mark.skipif(
 #   its gradients' reduce, made 8 MB by a large variable, is in flight ("rank:step:inside").
 #   "rank:step:freeze" stops itself (SIGSTOP) before its step; with "rank:step:save" every
 #   rank saves (ElasticHandler.save) after that step, and the rank dies inside the save, after
-#   writing its files (the chief: before the state file).
+#   writing its files (the chief: before the state file). "rank:step:term" sends itself
+#   SIGTERM before its step (a node reclaimed, or with every rank, the job's time limit).
 # fresh: restores the checkpoint if start > 0, trains from step start (its input start global
 #   batches on) to until, and saves if until < STEPS.
 # Each rank prints its weights as float.hex strings.
@@ -80,6 +81,7 @@ TRAIN = """
     slow = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["slow"]}  # computes SLOW_S s
     freeze = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["freeze"]}  # SIGSTOP, before
     saves = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["save"]}  # killed in a save
+    term = {int(k[0]): int(k[1]) for k in kills if k[2:] == ["term"]}  # SIGTERM, before
     if saves:  # every rank saves after the step; the rank dies after writing its files
         from mwms_mpi.train import checkpoint as checkpoint_module
         write_files = checkpoint_module._write_files
@@ -143,6 +145,8 @@ TRAIN = """
             os.kill(os.getpid(), signal.SIGKILL)
         if freeze.get(me) == handler.steps:
             os.kill(os.getpid(), signal.SIGSTOP)
+        if term.get(me) == handler.steps:  # as Slurm's notice: the runner's handler raises
+            os.kill(os.getpid(), signal.SIGTERM)
         handler.run(train_step, iterator)
         if handler.steps in saves.values():
             handler.save()
@@ -199,6 +203,7 @@ def _records(result: LaunchResult, status: int = 0) -> list[dict[str, Any]]:
         ("0:4:freeze", [0]),
         ("2:5:save", [2]),
         ("0:5:save", [0]),
+        ("2:4:term", [2]),
     ],
 )
 def test_survivors_finish_with_the_bits_of_a_fresh_run_on_them(
@@ -216,6 +221,9 @@ def test_survivors_finish_with_the_bits_of_a_fresh_run_on_them(
         assert "that failed with an uncaught exception" in result.stderr, result.describe()
     if frozen:  # declared failed by the detector, and ended by the survivor on its host
         assert "ended rank 0 (pid" in result.stderr, result.describe()
+    if kills.endswith(":term"):  # a lost machine, not a bug: the job ends 0
+        assert "rank 2 of 4: terminated (SIGTERM), leaving the job" in result.stderr
+        assert "failed with an exception" not in result.stderr, result.describe()
     survivors = [r for r in range(RANKS) if r not in lost]
     assert [int(r["rank"]) for r in records] == survivors, records
     assert len({tuple(r["weights"]) for r in records}) == 1, records  # every copy equal
@@ -272,6 +280,50 @@ def test_every_rank_raising_at_once_ends_the_job_as_without_elastic(tmp_path: Pa
     assert result.returncode not in (0, 42), result.describe()
     assert "uncaught KeyError, ending with status 1 (every rank failed)" in result.stderr
     assert "MPI_ABORT" not in result.output, result.describe()  # it can hang under ULFM
+    assert "leaving the job" not in result.stderr, result.describe()
+
+
+@needs_ulfm
+def test_sigterm_on_every_rank_ends_the_job_with_143(tmp_path: Path) -> None:
+    """Slurm's time limit, ``--signal`` or ``scancel``: every rank gets SIGTERM. Each died by
+    the signal, and a ULFM job whose ranks all died by a signal ended with status 0."""
+    kills = ",".join(f"{r}:3:term" for r in range(RANKS))
+    result = _launch(tmp_path, RANKS, "elastic", kills)
+    assert result.returncode == 143, result.describe()
+    assert "terminated (SIGTERM), ending with status 143 (every rank failed)" in result.stderr
+    assert '"steps"' not in result.stdout, result.describe()  # nobody finished
+
+
+# A program with no ElasticHandler, run with --elastic: rank 2 is lost at step 4, and every
+# survivor's next collective raises UnavailableError, uncaught.
+NO_HANDLER = """
+    import os, signal, sys
+    import numpy as np
+    import mwms_mpi
+    from mwms_mpi._mpi import mpi
+
+    strategy = mwms_mpi.distribute.MultiWorkerMirroredStrategy()
+    me = mpi().COMM_WORLD.Get_rank()
+    for step in range(8):
+        if me == 2 and step == 4:
+            os.kill(os.getpid(), signal.SIGKILL)
+        total = strategy.reduce("SUM", strategy.run(lambda: np.ones(3)), axis=None)
+        assert total.tolist() == [4.0] * 3, total
+    print("finished", me, flush=True)
+"""
+
+
+@needs_ulfm
+def test_survivors_that_all_fail_after_a_lost_rank_end_the_job_non_zero(tmp_path: Path) -> None:
+    """Each survivor left alone (SIGKILL), thinking the others would go on: the job ended with
+    status 0, every rank dead. Their reports now tell them that none goes on."""
+    script = write_script(tmp_path, "no_handler.py", NO_HANDLER)
+    argv = [sys.executable, "-m", "mwms_mpi.run", "--elastic", script]
+    result = run_mpi(RANKS, argv, 120, fault_tolerant=True)
+    assert not result.killed, result.describe()
+    assert result.returncode == 1, result.describe()
+    assert "finished" not in result.stdout, result.describe()
+    assert result.stderr.count("uncaught UnavailableError, ending with status 1 (every") == 3
     assert "leaving the job" not in result.stderr, result.describe()
 
 
