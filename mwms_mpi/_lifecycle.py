@@ -22,7 +22,7 @@
 * :func:`set_elastic` (the runner's ``--elastic``): a rank that fails alone sends its report to
   its peers and ends itself by ``SIGKILL``, so that they can go on without it;
   :func:`note_lost_rank_failure` keeps such a report on a survivor, whose exit is then
-  non-zero.
+  non-zero. :class:`Terminated` is how a rank told to stop (SIGTERM) leaves.
 """
 
 from __future__ import annotations
@@ -47,6 +47,17 @@ _elastic = False
 _lost_rank_failures: list[str] = []  # reports of lost ranks that failed with an exception
 _hook_installed = False
 _before_abort: list[Callable[[], None]] = []
+
+
+class Terminated(BaseException):
+    """SIGTERM reached this rank and it leaves: raised where the program is, as
+    ``KeyboardInterrupt`` is for SIGINT (the runner's ``--elastic``; ``ElasticHandler`` on a
+    rank the others go on without), so that the runner ends the rank as a lost machine.
+
+    Not an ``Exception``: a program's ``except Exception`` does not swallow it. Without it,
+    every rank of a job ended by SIGTERM (Slurm's time limit or ``--signal``, ``scancel``)
+    died by the signal, and under ``--with-ft ulfm`` such a job ends with status 0 (measured).
+    """
 
 
 def agreed_exit(code: int) -> NoReturn:

@@ -8,7 +8,8 @@ rank's traceback and calls ``MPI_Abort`` on ``COMM_WORLD`` so the launcher ends 
 non-zero exit code (docs/architecture.md, "Failure"). It mirrors ``python -m mpi4py``, but says
 which rank failed and why. With ``--elastic`` (docs/elastic.md) a rank that fails alone leaves
 the job instead, so that the others go on, and SIGTERM is raised in the program as
-:class:`Terminated`, so that it ends a rank through the same path (status 143).
+:class:`~mwms_mpi._lifecycle.Terminated`, so that it ends a rank through the same path
+(status 143).
 
 MPI is not initialised unless the program initialises it or the program fails under a launcher:
 ``MPI_Abort`` is the only way to make the launcher kill the other ranks, so the failure path
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from mwms_mpi import _env, _failure_report, _lifecycle, _mpi
-from mwms_mpi._lifecycle import EXCEPTION_STATUS
+from mwms_mpi._lifecycle import EXCEPTION_STATUS, Terminated
 from mwms_mpi.cluster.launcher import LauncherInfo, detect_launcher
 from mwms_mpi.collective import ulfm
 
@@ -86,17 +87,8 @@ class UsageError(Exception):
     """The command line names no program to run."""
 
 
-class Terminated(BaseException):
-    """SIGTERM reached a rank under ``--elastic``: raised where the program is, as
-    ``KeyboardInterrupt`` is for SIGINT, so that the rank ends through :func:`fail`.
-
-    Not an ``Exception``: a program's ``except Exception`` does not swallow it. Without it,
-    every rank of a job ended by SIGTERM (Slurm's time limit or ``--signal``, ``scancel``)
-    died by the signal, and under ``--with-ft ulfm`` such a job ends with status 0 (measured).
-    """
-
-
 def _raise_terminated(signum: int, frame: object) -> None:
+    """The runner's SIGTERM handler under ``--elastic`` (``_lifecycle.Terminated``)."""
     raise Terminated
 
 
@@ -344,7 +336,7 @@ def _can_leave_alone() -> bool:
 
 def _leave_alone(failure: Failure, where: str) -> NoReturn:
     """Elastic mode, a rank failing while others go on: after its report went to its peers
-    (:func:`fail`; marked as no failure when it was told to stop: :class:`Terminated`), it
+    (:func:`fail`; marked as no failure when it was told to stop: ``Terminated``), it
     ends itself by ``SIGKILL``, so that they shrink and go on (docs/elastic.md). Open MPI
     does not report a rank that exits without ``MPI_Finalize``: its peers would wait.
     """

@@ -199,8 +199,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="survive a lost rank (Open MPI with ULFM: mpiexec --with-ft ulfm ... python -m "
         "mwms_mpi.run --elastic): each step runs under ElasticHandler, and the survivors go "
-        "on from the last step completed everywhere (docs/elastic.md); SIGTERM preemption "
-        "is not handled in this mode",
+        "on from the last step completed everywhere (docs/elastic.md); SIGTERM on every "
+        "rank saves and exits 42 at the next step, on some ranks they leave as lost ones",
     )
     parser.add_argument(
         "--drill-kill",

@@ -25,11 +25,19 @@ new world. Below
 ``min_workers`` the survivors save a checkpoint and exit with TF's restart code (42).
 Elsewhere (MPICH, Intel MPI, or no ``--with-ft ulfm``) it says so once and runs each step as
 it is: a lost rank ends the job, naming it, as without the handler.
+
+SIGTERM (Slurm's time limit or ``--signal``, ``scancel``, a node reclaimed) is a termination
+notice, agreed at the start of each step with one small collective (the ranks' minimum and
+maximum of "noticed"), as ``PreemptionCheckpointHandler`` agrees it: on every worker (or
+wherever a lost rank cannot be survived) the workers save and exit with 42 together; on some
+workers only, those leave as lost machines (``_lifecycle.Terminated``) and the others go on.
 """
 
 from __future__ import annotations
 
 import collections
+import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -46,6 +54,7 @@ from mwms_mpi.train.checkpoint_management import CheckpointManager
 _log = get_logger(__name__)
 
 _FAILED_AGAIN = 2  # _agree_failed: a lost rank raised at a step where one had raised before
+_STOP = object()  # a step not run: every worker stops for a termination notice
 
 
 class ElasticHandler:
@@ -80,7 +89,11 @@ class ElasticHandler:
         self._steps = 0
         self._failed_at: float | None = None  # when the failure being recovered was seen
         self._failed_steps: set[int] = set()  # steps at which a lost rank had raised
+        self._noticed = False  # SIGTERM reached this rank (set by the signal's handler)
         self.recoveries: list[Recovery] = []
+        if threading.current_thread() is threading.main_thread():  # where Python allows it
+            signal.signal(signal.SIGTERM, self._notice)
+            signal.siginterrupt(signal.SIGTERM, False)  # restart interrupted system calls
         workers = strategy.extended._num_workers
         self._elastic = workers > 1 and ulfm.enabled(mpi())
         if workers > 1 and not self._elastic and strategy.extended.should_checkpoint:
@@ -101,16 +114,29 @@ class ElasticHandler:
         ``iterator`` must come from ``iter()`` of a dataset this strategy distributed; after a
         recovery it is the new world's, at the agreed step (the same object).
 
+        A termination notice (SIGTERM) agreed at its start ends the job with a save and exit
+        code 42 instead, or this rank alone (module docstring).
+
         Returns:
           What ``train_step`` returned.
 
         Raises:
           StopIteration: at the end of the input.
+          Terminated: (``_lifecycle``) on a rank that got SIGTERM when others did not, where
+            they can go on without it: the runner (``--elastic``) ends it as a lost machine.
         """
         if self._elastic:
             _check_iterator(iterator)
             self._iterator = iterator  # remade in place by a recovery
-        result = self.call(lambda: train_step(next(iterator), *args, **kwargs))
+
+        def step() -> Any:  # the notice is agreed inside the step's transaction
+            if self._stop_for_notice():
+                return _STOP
+            return train_step(next(iterator), *args, **kwargs)
+
+        result = self.call(step)
+        if result is _STOP:
+            self._save_and_restart("a termination notice (SIGTERM)")
         self._steps += 1
         if self._failed_at is not None:  # the first step completed after a recovery
             seconds = time.perf_counter() - self._failed_at
@@ -162,6 +188,31 @@ class ElasticHandler:
             return manager.save(*args, **kwargs)
 
         return self.call(save_once)
+
+    def _notice(self, signum: int, frame: Any) -> None:
+        self._noticed = True
+
+    def _stop_for_notice(self) -> bool:
+        """Agrees whether a termination notice reached any worker: ``True`` where every worker
+        stops (all of them noticed, or a lost rank cannot be survived here); a noticed rank
+        that the others can go on without raises ``Terminated``.
+
+        Raises:
+          Terminated: on a rank that noticed while another did not (elastic mode).
+        """
+        mine = int(self._noticed)
+        communicator = self._strategy.extended._communicator
+        if communicator is None:  # one worker
+            return bool(mine)
+        with api_call(communicator, "ElasticHandler.run"):
+            least, most = communicator.min_max(mine, "a termination notice (SIGTERM)")
+        if not most:
+            return False
+        if least or not self._elastic:
+            return True
+        if mine:
+            raise _lifecycle.Terminated
+        return False  # the noticed ranks leave: this step's first collective meets it
 
     def _keep_copy(self) -> None:
         """Copies the state now; a copy of the same step (taken before, or before a recovery)
@@ -257,16 +308,28 @@ class ElasticHandler:
 
     def _stop_below_minimum(self, workers: int) -> None:
         """Saves (with a ``CheckpointManager``) and exits with TF's restart code, together."""
+        self._save_and_restart(
+            f"{workers} worker(s) left, fewer than min_workers={self._min_workers}",
+            after_recovery=True,
+        )
+
+    def _save_and_restart(self, why: str, after_recovery: bool = False) -> NoReturn:
+        """Every worker saves (with a ``CheckpointManager``) and exits with TF's restart code.
+
+        Between steps the save is a transaction (:meth:`save`); right after a recovery it is
+        made as it is (a rank lost in it ends the job: its state is the step agreed).
+        """
         if self._strategy.extended.should_checkpoint:
             _log.warning(
-                "ElasticHandler: %d worker(s) left, fewer than min_workers=%d: saving and "
-                "exiting with %d to be restarted.",
-                workers,
-                self._min_workers,
+                "ElasticHandler: %s: saving and exiting with %d to be restarted.",
+                why,
                 _lifecycle.RESTART_CODE,
             )
         if self._manager is not None:
-            self._manager.save()
+            if after_recovery:
+                self._manager.save()
+            else:
+                self.save()
         _lifecycle.agreed_exit(_lifecycle.RESTART_CODE)
 
     def _report(self, recovery: Recovery) -> None:

@@ -284,18 +284,27 @@ def test_every_rank_raising_at_once_ends_the_job_as_without_elastic(tmp_path: Pa
 
 
 @needs_ulfm
-def test_sigterm_on_every_rank_ends_the_job_with_143(tmp_path: Path) -> None:
-    """Slurm's time limit, ``--signal`` or ``scancel``: every rank gets SIGTERM. Each died by
-    the signal, and a ULFM job whose ranks all died by a signal ended with status 0."""
+def test_sigterm_on_every_rank_saves_and_exits_42_and_the_resume_has_the_bits(
+    tmp_path: Path,
+) -> None:
+    """Slurm's time limit, ``--signal`` or ``scancel``: every rank gets SIGTERM before step 3.
+    ElasticHandler agrees the notice at the step's start: every rank saves the state after
+    3 steps and exits with TF's restart code; a run resumed from that checkpoint ends with the
+    bits of a run never stopped."""
     kills = ",".join(f"{r}:3:term" for r in range(RANKS))
     result = _launch(tmp_path, RANKS, "elastic", kills)
-    assert result.returncode == 143, result.describe()
-    assert "terminated (SIGTERM), ending with status 143 (every rank failed)" in result.stderr
+    assert result.returncode == 42, result.describe()
+    assert "a termination notice (SIGTERM): saving and exiting with 42" in result.stderr
     assert '"steps"' not in result.stdout, result.describe()  # nobody finished
+    resumed = _records(_launch(tmp_path, RANKS, "fresh", "", 3, STEPS))
+    (tmp_path / "whole").mkdir()
+    whole = _records(_launch(tmp_path / "whole", RANKS, "fresh", "", 0, STEPS))
+    assert [r["weights"] for r in resumed] == [r["weights"] for r in whole]
 
 
-# A program with no ElasticHandler, run with --elastic: rank 2 is lost at step 4, and every
-# survivor's next collective raises UnavailableError, uncaught.
+# A program with no ElasticHandler, run with --elastic, 8 steps of a reduce; argv[1] "kill":
+# rank 2 is lost at step 4, and every survivor's next collective raises UnavailableError,
+# uncaught; "term": every rank gets SIGTERM at step 4.
 NO_HANDLER = """
     import os, signal, sys
     import numpy as np
@@ -305,26 +314,45 @@ NO_HANDLER = """
     strategy = mwms_mpi.distribute.MultiWorkerMirroredStrategy()
     me = mpi().COMM_WORLD.Get_rank()
     for step in range(8):
-        if me == 2 and step == 4:
+        if step == 4 and sys.argv[1] == "kill" and me == 2:
             os.kill(os.getpid(), signal.SIGKILL)
+        if step == 4 and sys.argv[1] == "term":
+            os.kill(os.getpid(), signal.SIGTERM)
         total = strategy.reduce("SUM", strategy.run(lambda: np.ones(3)), axis=None)
         assert total.tolist() == [4.0] * 3, total
     print("finished", me, flush=True)
 """
 
 
+def _no_handler(tmp_path: Path, how: str) -> LaunchResult:
+    script = write_script(tmp_path, "no_handler.py", NO_HANDLER)
+    argv = [sys.executable, "-m", "mwms_mpi.run", "--elastic", script, how]
+    result = run_mpi(RANKS, argv, 120, fault_tolerant=True)
+    assert not result.killed, result.describe()
+    assert "finished" not in result.stdout, result.describe()
+    return result
+
+
 @needs_ulfm
 def test_survivors_that_all_fail_after_a_lost_rank_end_the_job_non_zero(tmp_path: Path) -> None:
     """Each survivor left alone (SIGKILL), thinking the others would go on: the job ended with
     status 0, every rank dead. Their reports now tell them that none goes on."""
-    script = write_script(tmp_path, "no_handler.py", NO_HANDLER)
-    argv = [sys.executable, "-m", "mwms_mpi.run", "--elastic", script]
-    result = run_mpi(RANKS, argv, 120, fault_tolerant=True)
-    assert not result.killed, result.describe()
+    result = _no_handler(tmp_path, "kill")
     assert result.returncode == 1, result.describe()
-    assert "finished" not in result.stdout, result.describe()
-    assert result.stderr.count("uncaught UnavailableError, ending with status 1 (every") == 3
+    # the launcher may end the job on the first rank's status, before another one printed
+    assert "uncaught UnavailableError, ending with status 1 (every" in result.stderr, (
+        result.describe()
+    )
     assert "leaving the job" not in result.stderr, result.describe()
+
+
+@needs_ulfm
+def test_sigterm_on_every_rank_without_a_handler_ends_the_job_with_143(tmp_path: Path) -> None:
+    """Every rank died by the signal, and a ULFM job whose ranks all died by a signal ended
+    with status 0. The runner raises it in the program instead (``_lifecycle.Terminated``)."""
+    result = _no_handler(tmp_path, "term")
+    assert result.returncode == 143, result.describe()
+    assert "terminated (SIGTERM), ending with status 143 (every rank failed)" in result.stderr
 
 
 DIGITS = [str(REPO_ROOT / "scripts" / "train_digits.py"), "--deterministic", "--quiet"]
