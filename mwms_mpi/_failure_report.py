@@ -151,16 +151,7 @@ def _done(request: Any, MPI: Any) -> bool:
 def peers_alive() -> bool:
     """Elastic mode: whether a peer of this rank is alive, as far as MPI knows (ULFM)."""
     comm = _report_comm
-    if comm is None or comm.Get_size() < 2:
-        return False
-    try:
-        failed = comm.Get_failed()
-    except Exception:  # MPI cannot say: assume the peers live, as before any failure
-        return True
-    try:
-        return int(failed.Get_size()) < comm.Get_size() - 1
-    finally:
-        failed.Free()
+    return comm is not None and bool(_live_peers(comm, _mpi.mpi()))
 
 
 def every_live_peer_left(seconds: float = WAIT_S) -> bool:
