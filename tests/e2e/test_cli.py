@@ -99,7 +99,9 @@ def test_run_is_python_m_mwms_mpi_run(tmp_path: Path) -> None:
         """
         import sys
         from mpi4py import MPI
-        print("args", sys.argv[1:], flush=True)
+        # One string per rank: under PYTHONUNBUFFERED each of print's arguments is its own
+        # write, and the two ranks' words interleave ("argsargs  ['--flag']").
+        print(f"args {sys.argv[1:]}", flush=True)
         if MPI.COMM_WORLD.rank == 1:
             raise ValueError("only rank 1")
         MPI.COMM_WORLD.Barrier()
