@@ -1,12 +1,14 @@
 """Property: what a variable hands out is a value (docs/architecture.md, "Results are values").
 
-Hypothesis draws a program over one mirrored variable and its optimizer (SGD with momentum,
-Adam with and without AMSGrad, RMSprop, Adagrad) on one or two replicas: updates (``assign``,
-``assign_add``, ``assign_sub``, ``scatter_update``, ``scatter_add``, ``apply_gradients`` in
-``strategy.run``, restoring a checkpoint) between reads of every kind (``read_value``,
-``value``, ``numpy``, ``np.asarray``, ``read_only_value`` of the variable, of each replica's
-copy and of the optimizer's slots, a read in ``strategy.run``, ``strategy.reduce`` of it). The
-program keeps every read, or only numpy views of it, and every array it passed in. At the end:
+Hypothesis draws a program over a mirrored variable and its optimizer (SGD with momentum,
+Adam with and without AMSGrad, RMSprop, Adagrad) on one or two replicas, reading and assigning
+that variable or a sync-on-read one (SUM or MEAN): updates (``assign``, ``assign_add``,
+``assign_sub``, ``scatter_update``, ``scatter_add``; a sync-on-read variable's in
+``strategy.run``, each replica its own; ``apply_gradients`` in ``strategy.run``, restoring a
+checkpoint) between reads of every kind (``read_value``, ``value``, ``numpy``, ``np.asarray``,
+``read_only_value`` of the variable, of each replica's copy and of the optimizer's slots, a
+read in ``strategy.run``, ``strategy.reduce`` of it). The program keeps every read, or only
+numpy views of it, and every array it passed in. At the end:
 
 - each kept read, and each view of one, still holds what it held when it was read (a copy
   taken then), and no input array changed: the in-place updates (``_update_with``, Adam's
@@ -52,6 +54,8 @@ READS = (
     "run_read_value",
     "reduce",
 )
+# The variable read and assigned: a mirrored one (the optimizer's), or a sync-on-read one.
+KINDS = ("mirrored", "sum", "mean")
 OPTIMIZERS = {
     "sgd": lambda: optimizers.SGD(0.1, momentum=0.9),
     "adam": lambda: optimizers.Adam(0.1),
@@ -85,14 +89,24 @@ def _input(seed: int, shape: tuple[int, ...] = SHAPE) -> np.ndarray:
 class Program:
     """Runs the steps on a fresh variable; keeps reads and inputs when ``keep`` is true."""
 
-    def __init__(self, replicas: int, optimizer: str, keep: bool, directory: Path) -> None:
+    def __init__(
+        self, replicas: int, kind: str, optimizer: str, keep: bool, directory: Path
+    ) -> None:
         devices = None if replicas == 1 else [f"/cpu:{i}" for i in range(replicas)]
         self.strategy = distribute.MirroredStrategy(devices)
         with self.strategy.scope():
-            self.var = mwms_mpi.Variable(_input(1), name="w")
+            self.weights = mwms_mpi.Variable(_input(1), name="w")
             self.opt = OPTIMIZERS[optimizer]()
-            self.opt.build([self.var])
-        self.checkpoint = train.Checkpoint(var=self.var, opt=self.opt)
+            self.opt.build([self.weights])
+            self.var = self.weights  # the variable read and assigned
+            if kind != "mirrored":
+                self.var = mwms_mpi.Variable(
+                    _input(2),
+                    name="stat",
+                    synchronization=mwms_mpi.VariableSynchronization.ON_READ,
+                    aggregation=getattr(mwms_mpi.VariableAggregation, kind.upper()),
+                )
+        self.checkpoint = train.Checkpoint(var=self.var, weights=self.weights, opt=self.opt)
         self.saved = str(self.checkpoint.write(str(directory / "ckpt")))
         self.keep = keep
         self.kept: list[tuple[str, np.ndarray, bytes]] = []  # (label, array, its bytes then)
@@ -112,20 +126,29 @@ class Program:
     def update(self, step: Step) -> None:
         s, var = self.strategy, self.var
         label = f"{step.name} #{step.seed}"
-        if step.name in ("assign", "assign_add", "assign_sub"):
+        copies = s.experimental_local_results(var)
+        if var is not self.weights and step.name not in ("apply", "restore"):
+            # a sync-on-read variable: its copies are updated in replica context (TF refuses
+            # cross-replica assign_add of a SUM), each replica with its own value
+            deltas = [self._given(label, _input(step.seed + r)) for r in range(len(copies))]
+            op = "assign" if step.name in ("assign", "scatter_update") else "assign_add"
+
+            def replica_update() -> None:
+                ctx = distribute.get_replica_context()
+                getattr(var, op)(deltas[ctx.replica_id_in_sync_group])
+
+            s.run(replica_update)
+        elif step.name in ("assign", "assign_add", "assign_sub"):
             getattr(var, step.name)(self._given(label, _input(step.seed)))
         elif step.name.startswith("scatter_"):
             rows = self._given(label, _input(step.seed, (2, SHAPE[1])))
             getattr(var, step.name)(IndexedSlices(rows, np.array([2, 0])))
         elif step.name == "apply":
-            grads = [
-                self._given(label, _input(step.seed + r))
-                for r in range(len(s.extended.worker_devices))
-            ]
+            grads = [self._given(label, _input(step.seed + r)) for r in range(len(copies))]
 
             def replica_step() -> None:
                 ctx = distribute.get_replica_context()
-                self.opt.apply_gradients([(grads[ctx.replica_id_in_sync_group], var)])
+                self.opt.apply_gradients([(grads[ctx.replica_id_in_sync_group], self.weights)])
 
             s.run(replica_step)
         else:  # restore the checkpoint written at the start
@@ -166,7 +189,7 @@ class Program:
     def final_bytes(self) -> list[bytes]:
         return [
             np.asarray(copy.numpy()).tobytes()
-            for v in (self.var, *self.opt.variables())
+            for v in (self.var, self.weights, *self.opt.variables())
             for copy in self.strategy.experimental_local_results(v)
         ]
 
@@ -174,16 +197,17 @@ class Program:
 @settings(max_examples=60)
 @given(
     st.sampled_from((1, 2)),
+    st.sampled_from(KINDS),
     st.sampled_from(sorted(OPTIMIZERS)),
     st.lists(steps, min_size=1, max_size=14),
 )
 def test_every_kept_read_and_input_keeps_its_value(
-    replicas: int, optimizer: str, program: list[Step]
+    replicas: int, kind: str, optimizer: str, program: list[Step]
 ) -> None:
     with TemporaryDirectory() as directory:
         runs = {}
         for keep in (True, False):
-            run = Program(replicas, optimizer, keep, Path(directory) / str(keep))
+            run = Program(replicas, kind, optimizer, keep, Path(directory) / str(keep))
             for step in program:
                 (run.update if step.name in UPDATES else run.read)(step)
             runs[keep] = run
