@@ -32,6 +32,8 @@ from mwms_mpi import _mpi
 
 WAIT_S = 1.0
 REPORT_TAG = 0x4D5A  # a failing rank's report, sent to its peers in elastic mode
+END_TAG = 0x4D5B  # elastic mode: a survivor's "my program ended", sent to its live peers
+END_WAIT_S = 600.0  # how long a survivor ending non-zero waits for its live peers to end
 REPORT_BYTES = 16384  # a report's longest text (its end is kept)
 _comm: Any = None
 # Elastic mode: reports travel on a communicator of their own, since a failed exchange on
@@ -174,6 +176,40 @@ def every_live_peer_left(seconds: float = WAIT_S) -> bool:
             return True
         if time.monotonic() > deadline:
             return False
+        time.sleep(1e-3)
+
+
+def end_with_live_peers(waits: bool, seconds: float = END_WAIT_S) -> None:
+    """Elastic mode, a survivor whose program ended: tells its live peers so, and, if
+    ``waits`` (it ends non-zero), waits at most ``seconds`` until each live peer has said so
+    too or failed.
+
+    A launcher ends the whole job when one process exits non-zero: a survivor that ended with
+    status 1 (a lost rank had failed) ended the others while they still printed their results
+    or saved (measured under Open MPI: a survivor's last output lost). A survivor that ends 0
+    does not wait; its message lets the others go.
+    """
+    comm = _report_comm
+    if comm is None:
+        return
+    MPI = _mpi.mpi()
+    peers = _live_peers(comm, MPI)
+    sends = []
+    for peer in peers:
+        with contextlib.suppress(MPI.Exception):  # a peer failed meanwhile
+            sends.append(comm.isend(None, dest=peer, tag=END_TAG))
+    pending = []
+    if waits:
+        for peer in peers:
+            with contextlib.suppress(MPI.Exception):
+                pending.append(comm.irecv(source=peer, tag=END_TAG))
+    deadline = time.monotonic() + seconds
+    while pending and time.monotonic() < deadline:
+        pending = [r for r in pending if not _done(r, MPI)]
+        time.sleep(1e-3)
+    deadline = time.monotonic() + WAIT_S  # the messages leave this process before it ends
+    while sends and time.monotonic() < deadline:
+        sends = [r for r in sends if not _done(r, MPI)]
         time.sleep(1e-3)
 
 

@@ -208,7 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         agreed = _lifecycle.agreed_exit_code()
         status = 0 if agreed is None else agreed
         if _lifecycle.peer_failure_seen():  # it went on after a peer's failure (ULFM)
-            _lifecycle.exit_without_finalize(_status_after_lost_ranks(status))
+            status = _status_after_lost_ranks(status)
+            _failure_report.end_with_live_peers(waits=status != 0)
+            _lifecycle.exit_without_finalize(status)
         return status
     return fail(failure)
 

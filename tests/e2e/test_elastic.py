@@ -152,6 +152,8 @@ TRAIN = """
             handler.save()
     if until < STEPS:
         manager.save()
+    if os.environ.get("SLOW_END_S") and strategy.extended.should_checkpoint:
+        time.sleep(float(os.environ["SLOW_END_S"]))  # the chief's last work, after the others'
     weights = [float(v).hex() for v in np.concatenate([w.numpy().ravel(), b.numpy()])]
     weights.append(hashlib.sha256(e.numpy().tobytes()).hexdigest())
     sys.stdout.write(json.dumps({"rank": me, "steps": handler.steps, "weights": weights,
@@ -248,6 +250,17 @@ def test_survivors_finish_with_the_bits_of_a_fresh_run_on_them(
         reference,
         records,
     )
+
+
+@needs_ulfm
+def test_survivors_ending_non_zero_wait_for_a_survivor_still_working(tmp_path: Path) -> None:
+    # Rank 2 raises, so the survivors end with status 1; the chief works 2 s longer than the
+    # others. A launcher ends the job at the first non-zero exit: before the fix the others'
+    # exits cut the chief short (its record, here; a final save, in a user's program).
+    result = _launch(tmp_path, RANKS, "elastic", "2:3:raise", env={"SLOW_END_S": "2"})
+    records = _records(result, status=1)
+    assert [int(r["rank"]) for r in records] == [0, 1, 3], result.describe()
+    assert records[0]["chief"], result.describe()
 
 
 @pytest.mark.skipif(ULFM, reason="this launcher has ULFM: the survivors go on (tests above)")
