@@ -136,9 +136,17 @@ def tell_peers(report: str, failed: bool = True, seconds: float = WAIT_S) -> Non
         if peer != me:
             with contextlib.suppress(MPI.Exception):  # ends once the peer matched it
                 requests.append(comm.issend((failed, report), dest=peer, tag=REPORT_TAG))
+    _pending_after(requests, seconds, MPI)
+
+
+def _pending_after(requests: list[Any], seconds: float, MPI: Any) -> list[Any]:
+    """Polls ``requests`` for at most ``seconds``; returns those still pending (see
+    :func:`_done`: a request whose peer failed counts as done)."""
     deadline = time.monotonic() + seconds
-    while requests and time.monotonic() < deadline:
+    while True:
         requests = [r for r in requests if not _done(r, MPI)]
+        if not requests or time.monotonic() > deadline:
+            return requests
         time.sleep(1e-3)
 
 
@@ -169,14 +177,7 @@ def every_live_peer_left(seconds: float = WAIT_S) -> bool:
     pending = [_reports.get(peer) for peer in _live_peers(comm, MPI)]
     if any(request is None for request in pending):
         return False
-    deadline = time.monotonic() + seconds
-    while True:
-        pending = [r for r in pending if not _done(r, MPI)]
-        if not pending:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(1e-3)
+    return not _pending_after(pending, seconds, MPI)
 
 
 def end_with_live_peers(waits: bool, seconds: float = END_WAIT_S) -> None:
@@ -203,14 +204,8 @@ def end_with_live_peers(waits: bool, seconds: float = END_WAIT_S) -> None:
         for peer in peers:
             with contextlib.suppress(MPI.Exception):
                 pending.append(comm.irecv(source=peer, tag=END_TAG))
-    deadline = time.monotonic() + seconds
-    while pending and time.monotonic() < deadline:
-        pending = [r for r in pending if not _done(r, MPI)]
-        time.sleep(1e-3)
-    deadline = time.monotonic() + WAIT_S  # the messages leave this process before it ends
-    while sends and time.monotonic() < deadline:
-        sends = [r for r in sends if not _done(r, MPI)]
-        time.sleep(1e-3)
+    _pending_after(pending, seconds, MPI)
+    _pending_after(sends, WAIT_S, MPI)  # the messages leave this process before it ends
 
 
 def _live_peers(comm: Any, MPI: Any) -> list[int]:

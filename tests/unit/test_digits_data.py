@@ -3,33 +3,22 @@ start): the arrays must be ``load_digits``'s own, bit for bit."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from types import ModuleType
 
 import pytest
 
 from tests.support.launch import REPO_ROOT
+from tests.support.scripts import load_script
 
 pytest.importorskip("sklearn", reason="the demos' data needs the [examples] extra (scikit-learn)")
-
-
-def _train_digits() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "train_digits_data_check", REPO_ROOT / "scripts/train_digits.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_digits_are_load_digits_own_arrays() -> None:
     from sklearn.datasets import load_digits
 
     want_x, want_y = load_digits(return_X_y=True)
-    got_x, got_y = _train_digits().digits_pixels_and_labels()
+    got_x, got_y = load_script("train_digits").digits_pixels_and_labels()
     for got, want in ((got_x, want_x), (got_y, want_y)):
         assert got.dtype == want.dtype and got.shape == want.shape
         assert got.tobytes() == want.tobytes()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import textwrap
@@ -12,18 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.scripts import load_script
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "lint_layers.py"
 
 
 def _load_linter() -> types.ModuleType:
     """Imports the standalone script as a module (``scripts/`` is not a package)."""
-    spec = importlib.util.spec_from_file_location("lint_layers", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while being created
-    spec.loader.exec_module(module)
-    return module
+    return load_script("lint_layers")
 
 
 lint_layers = _load_linter()

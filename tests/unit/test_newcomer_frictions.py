@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import os
 import subprocess
@@ -16,16 +15,11 @@ import mwms_mpi
 import mwms_mpi.distribute as ds
 from mwms_mpi.values import MirroredVariable
 from tests.support.launch import REPO_ROOT
+from tests.support.scripts import load_script
 
 
 def _train_digits() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "train_digits", REPO_ROOT / "scripts/train_digits.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("train_digits")
 
 
 def test_variable_signature_is_its_init() -> None:
