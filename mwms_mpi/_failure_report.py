@@ -40,6 +40,9 @@ _comm: Any = None
 # _comm (a peer already lost) was measured to hold back later sends on it.
 _report_comm: Any = None
 _reports: dict[int, Any] = {}  # elastic mode: the receive posted for each peer's report
+# Elastic mode: the reports received, by peer, as sent: (failed, report). Kept here because a
+# completed receive gives its message once (a request tested without reading it loses it).
+_arrived: dict[int, tuple[bool, str]] = {}
 
 
 def prepare(elastic: bool = False) -> None:
@@ -62,16 +65,33 @@ def _post(peer: int) -> None:
 
 
 def renew_receives(peers: Sequence[int]) -> None:
-    """Posts again the receives of ``peers`` (live ranks) that have ended, with a message or
-    an error from a failure: without a posted receive a later report would not be matched,
-    and its sender (a synchronous send) would wait for that match until it gives up."""
+    """Posts again the receives of ``peers`` (live ranks) that ended with an error from a
+    failure: without a posted receive a later report would not be matched, and its sender (a
+    synchronous send) would wait for that match until it gives up.
+
+    A receive that holds a report is kept: a peer counted live here can have raised already
+    (at its next step, before this rank's recovery ended) and be leaving; its report is read
+    after the next shrink (:func:`report_of`). A rank sends one report at most."""
     if not _reports:
         return
-    MPI = _mpi.mpi()
     for peer in peers:
-        request = _reports.get(peer)
-        if request is None or _done(request, MPI):
+        if peer not in _reports or (_report_ended(peer) and peer not in _arrived):
             _post(peer)
+
+
+def _report_ended(peer: int) -> bool:
+    """Whether the receive of ``peer``'s report ended: its report arrived (kept in
+    :data:`_arrived`, never lost to a later test) or the receive failed (the peer is gone)."""
+    if peer in _arrived:
+        return True
+    try:
+        done, message = _reports[peer].test()
+    except _mpi.mpi().Exception:
+        return True
+    if done:
+        failed, report = message
+        _arrived[peer] = (bool(failed), str(report))
+    return bool(done)
 
 
 def digest(report: str) -> int:
@@ -136,25 +156,25 @@ def tell_peers(report: str, failed: bool = True, seconds: float = WAIT_S) -> Non
         if peer != me:
             with contextlib.suppress(MPI.Exception):  # ends once the peer matched it
                 requests.append(comm.issend((failed, report), dest=peer, tag=REPORT_TAG))
-    _pending_after(requests, seconds, MPI)
+    _pending_after(requests, seconds, _done)
 
 
-def _pending_after(requests: list[Any], seconds: float, MPI: Any) -> list[Any]:
-    """Polls ``requests`` for at most ``seconds``; returns those still pending (see
-    :func:`_done`: a request whose peer failed counts as done)."""
+def _pending_after(items: list[Any], seconds: float, ended: Callable[[Any], bool]) -> list[Any]:
+    """Polls ``items`` (requests, or peers whose report is awaited) for at most ``seconds``;
+    returns those not ``ended`` by then."""
     deadline = time.monotonic() + seconds
     while True:
-        requests = [r for r in requests if not _done(r, MPI)]
-        if not requests or time.monotonic() > deadline:
-            return requests
+        items = [item for item in items if not ended(item)]
+        if not items or time.monotonic() > deadline:
+            return items
         time.sleep(1e-3)
 
 
-def _done(request: Any, MPI: Any) -> bool:
+def _done(request: Any) -> bool:
     """Whether ``request`` completed, or failed (its peer is gone: nothing more to wait for)."""
     try:
         return bool(request.Test())
-    except MPI.Exception:
+    except _mpi.mpi().Exception:
         return True
 
 
@@ -168,16 +188,16 @@ def every_live_peer_left(seconds: float = WAIT_S) -> bool:
     """Elastic mode: whether every peer not known to have failed sent its report
     (:func:`tell_peers`) within ``seconds``, or failed meanwhile: then no rank goes on.
 
-    Called by a rank about to leave, after it told its peers: it consumes their reports.
+    Called by a rank about to leave, after it told its peers.
     """
     comm = _report_comm
     if comm is None:
         return False
     MPI = _mpi.mpi()
-    pending = [_reports.get(peer) for peer in _live_peers(comm, MPI)]
-    if any(request is None for request in pending):
+    peers = _live_peers(comm, MPI)
+    if any(peer not in _reports for peer in peers):
         return False
-    return not _pending_after(pending, seconds, MPI)
+    return not _pending_after(peers, seconds, _report_ended)
 
 
 def end_with_live_peers(waits: bool, seconds: float = END_WAIT_S) -> None:
@@ -204,8 +224,8 @@ def end_with_live_peers(waits: bool, seconds: float = END_WAIT_S) -> None:
         for peer in peers:
             with contextlib.suppress(MPI.Exception):
                 pending.append(comm.irecv(source=peer, tag=END_TAG))
-    _pending_after(pending, seconds, MPI)
-    _pending_after(sends, WAIT_S, MPI)  # the messages leave this process before it ends
+    _pending_after(pending, seconds, _done)
+    _pending_after(sends, WAIT_S, _done)  # sent before the end
 
 
 def _live_peers(comm: Any, MPI: Any) -> list[int]:
@@ -228,19 +248,8 @@ def report_of(world_rank: int, seconds: float = 0.2) -> str | None:
     or ``None`` (it died without one, left as told to stop, or the report has not arrived
     within ``seconds``). The receive was posted in advance (:func:`prepare`): ULFM refuses to
     match a new one from a failed rank, even for a message already here."""
-    request = _reports.get(world_rank)
-    if request is None:
+    if world_rank not in _reports:
         return None
-    MPI = _mpi.mpi()
-    deadline = time.monotonic() + seconds
-    try:
-        while True:
-            done, message = request.test()
-            if done:
-                failed, report = message
-                return str(report) if failed else None
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(1e-3)
-    except MPI.Exception:
-        return None
+    _pending_after([world_rank], seconds, _report_ended)
+    failed, report = _arrived.get(world_rank, (False, ""))
+    return report if failed else None

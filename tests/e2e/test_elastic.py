@@ -263,6 +263,23 @@ def test_survivors_ending_non_zero_wait_for_a_survivor_still_working(tmp_path: P
     assert records[0]["chief"], result.describe()
 
 
+@needs_ulfm
+def test_a_rank_raising_while_the_others_recover_still_ends_the_job_non_zero(
+    tmp_path: Path,
+) -> None:
+    """Rank 3 dies inside step 4's reduce while rank 2 computes (1 s), and rank 2 then raises,
+    before it saw the failure: its report reaches ranks 0 and 1 while they recover (their
+    shrink waits for rank 2 to be gone). A report lost there would end the job with status 0
+    after rank 2's traceback: a bug that looked like a lost machine (docs/elastic.md)."""
+    kills = "3:4:inside,2:4:slow,2:4:raise"
+    result = _launch(tmp_path, RANKS, "elastic", kills, env={"SLOW_S": "1"})
+    records = _records(result, status=1)
+    assert "KeyError: 'rank 2 lost its batch'" in result.stderr, result.describe()
+    assert "a lost rank had failed with an exception" in result.stderr, result.describe()
+    assert [int(r["rank"]) for r in records] == [0, 1], result.describe()
+    assert len({tuple(r["weights"]) for r in records}) == 1, records
+
+
 @pytest.mark.skipif(ULFM, reason="this launcher has ULFM: the survivors go on (tests above)")
 def test_without_ulfm_the_handler_says_so_and_a_lost_rank_ends_the_job(tmp_path: Path) -> None:
     result = _launch(tmp_path, RANKS, "elastic", "2:4")
