@@ -66,6 +66,8 @@ class Zip(_pipeline.Node):
     """Elements of its inputs side by side, in the structure the datasets were given in; as
     long as the shortest input."""
 
+    joins_batches = True
+
     def __init__(self, structure: Any, nodes: list[_pipeline.Node]) -> None:
         self.structure = structure
         self.inputs = tuple(nodes)
@@ -97,6 +99,8 @@ _END = object()
 
 class Concatenate(_pipeline.Node):
     """Its first input's elements, then its second's."""
+
+    joins_batches = True
 
     def __init__(self, first: _pipeline.Node, second: _pipeline.Node) -> None:
         self.inputs = (first, second)

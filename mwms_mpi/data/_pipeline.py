@@ -24,6 +24,9 @@ class Node:
 
     inputs: tuple[Node, ...] = ()
     preserves_batch = False  # compute_batch_size walks through it (TF's pass-through ops)
+    # compute_batch_size takes its inputs' batch size where they all agree (TF's multiple-input
+    # ops: zip, concatenate)
+    joins_batches = False
 
     def element_spec(self) -> Any:
         return self.inputs[0].element_spec()
@@ -446,9 +449,13 @@ def _rows(elements: Iterator[Any]) -> Iterator[Any]:
 
 
 def _stack_rows(rows: list[Any], spec: Any) -> Any:
+    """``rows`` stacked; none: an empty batch whose unknown dims are 0 (TF's RebatchDatasetV2
+    for a batch size of 0)."""
     if rows:
         return _structure.stack(rows)
-    return nest.map_structure(lambda s: np.zeros((0, *s.shape[1:]), s.dtype), spec)
+    return nest.map_structure(
+        lambda s: np.zeros((0, *[0 if d is None else d for d in s.shape[1:]]), s.dtype), spec
+    )
 
 
 def _probe(spec: Any, unknown: int, fill: int = 0) -> Any:

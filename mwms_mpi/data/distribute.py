@@ -16,7 +16,6 @@ __all__ = [
     "batch_sizes_for_worker",
     "compute_batch_size",
     "dataset_for_worker",
-    "last_batch",
     "legacy_rebatch",
 ]
 
@@ -25,9 +24,7 @@ def compute_batch_size(dataset: Dataset) -> int:
     """Returns the batch size of the dataset sans partial batches, or -1, as TF does.
 
     From the element spec if every component's leading dim is known (-1 if they differ);
-    otherwise from the nearest ``batch`` upstream, walking only through transformations that
-    keep the batch size (filter, repeat, take, skip, shuffle, prefetch, cache, shard); -1 if
-    anything else (``map``, ``unbatch``, ``rebatch``) comes first.
+    otherwise from the pipeline, as TF's ``ComputeBatchSize`` walks it (:func:`_walked_batch_size`).
 
     Raises:
       IndexError: an element component is a scalar (TF fails so on unbatched datasets).
@@ -41,23 +38,23 @@ def compute_batch_size(dataset: Dataset) -> int:
     dims = [spec.shape[0] for spec in specs]
     if all(dim is not None for dim in dims):
         return dims[0] if all(dim == dims[0] for dim in dims) else -1
-    found = last_batch(dataset)
-    return -1 if found is None else found[0]
+    return _walked_batch_size(dataset._node)
 
 
-def last_batch(dataset: Dataset) -> tuple[int, bool] | None:
-    """``(batch_size, drop_remainder)`` of the nearest ``batch`` upstream, or None.
-
-    Walks through the transformations that keep the batch size (as ``compute_batch_size``);
-    None if there is no such ``batch``.
-    """
-    node: _pipeline.Node = dataset._node
-    while True:
-        if isinstance(node, _pipeline.Batch):
-            return node.batch_size, node.drop_remainder
-        if not node.preserves_batch or not node.inputs:
-            return None
-        node = node.inputs[0]
+def _walked_batch_size(node: _pipeline.Node) -> int:
+    """The batch size of the ``batch`` upstream of ``node``, or -1 (TF's ``ComputeBatchSize``
+    kernel): through transformations that keep the batch size (filter, repeat, take, skip,
+    shuffle, prefetch, cache, shard) to their input; through a zip or a concatenation to every
+    input, where they must all agree; -1 at anything else (``map``, ``unbatch``, ``rebatch``,
+    a source)."""
+    if isinstance(node, _pipeline.Batch):
+        return node.batch_size
+    if node.joins_batches:
+        sizes = {_walked_batch_size(upstream) for upstream in node.inputs}
+        return sizes.pop() if len(sizes) == 1 else -1
+    if node.preserves_batch and node.inputs:
+        return _walked_batch_size(node.inputs[0])
+    return -1
 
 
 def batch_sizes_for_worker(
@@ -98,15 +95,18 @@ def legacy_rebatch(dataset: Dataset, num_replicas: int) -> Dataset:
     return dataset._then(_pipeline.LegacyRebatch(dataset._node, num_replicas))
 
 
-def _rewrite_rebatches(node: _pipeline.Node, num_replicas: int) -> _pipeline.Node:
-    """The pipeline with every ``rebatch`` replaced by a legacy rebatch over ``num_replicas``."""
-    if not node.inputs:
-        return node
-    upstream = tuple(_rewrite_rebatches(n, num_replicas) for n in node.inputs)
+def _shard_by_data(
+    node: _pipeline.Node, num_shards: int, index: int, replicas: int
+) -> _pipeline.Node:
+    """TF's ``ShardByData``: below the trailing prefetches, a ``rebatch`` (the one
+    :func:`dataset_for_worker` adds, or with one replica a user's own) becomes a legacy
+    rebatch over ``replicas``, and ``shard(num_shards, index)`` goes there. A ``rebatch``
+    further upstream stays as it is."""
+    if isinstance(node, _pipeline.Prefetch):
+        return node.with_input(_shard_by_data(node.inputs[0], num_shards, index, replicas))
     if isinstance(node, _pipeline.Rebatch):
-        return _pipeline.LegacyRebatch(upstream[0], num_replicas)
-    unchanged = all(new is old for new, old in zip(upstream, node.inputs, strict=True))
-    return node if unchanged else node.with_inputs(upstream)
+        node = _pipeline.LegacyRebatch(node.inputs[0], replicas)
+    return _pipeline.Shard(node, num_shards, index)
 
 
 def auto_shard_dataset(
@@ -116,8 +116,8 @@ def auto_shard_dataset(
 
     * ``OFF``: the dataset unchanged.
     * ``AUTO`` and ``DATA`` (mwms_mpi datasets read no files, so AUTO falls back to DATA):
-      every ``rebatch`` in the pipeline becomes a legacy rebatch over ``num_replicas_in_sync``
-      and ``shard(num_shards, index)`` is added at the end (before a final ``prefetch``).
+      a ``rebatch`` at the end (below trailing prefetches) becomes a legacy rebatch over
+      ``num_replicas_in_sync`` and ``shard(num_shards, index)`` is added there.
     * ``FILE``: iterating fails with ``NotFoundError`` (no file-reading source).
     * ``HINT``: unchanged (there are no ``SHARD_HINT`` placeholders).
 
@@ -145,14 +145,7 @@ def auto_shard_dataset(
         )
         return dataset._then(_pipeline.Fail(node, error))
     replicas = 1 if num_replicas_in_sync is None else num_replicas_in_sync
-    node = _rewrite_rebatches(node, replicas)
-    if isinstance(node, _pipeline.Prefetch):
-        sharded: _pipeline.Node = node.with_input(
-            _pipeline.Shard(node.inputs[0], num_shards, index)
-        )
-    else:
-        sharded = _pipeline.Shard(node, num_shards, index)
-    return dataset._then(sharded)
+    return dataset._then(_shard_by_data(node, num_shards, index, replicas))
 
 
 def dataset_for_worker(

@@ -154,13 +154,86 @@ def test_compute_batch_size_like_tf() -> None:
     assert dd.compute_batch_size(Dataset.range(14).batch(8, True).map(lambda x: x)) == 8
     assert dd.compute_batch_size(Dataset.range(14).map(lambda x: x).batch(8)) == 8
     assert dd.compute_batch_size(Dataset.from_tensors(np.zeros((8, 3)))) == 8
-    assert dd.last_batch(ds.prefetch(1)) == (8, False)
-    assert dd.last_batch(Dataset.range(3)) is None
+    assert dd.compute_batch_size(Dataset.range(3).batch(1).map(lambda x: x)) == -1
     # TF: an unbatched dataset fails in compute_batch_size with IndexError
     with pytest.raises(IndexError):
         dd.compute_batch_size(Dataset.range(14))
     with pytest.raises(IndexError):
         dd.dataset_for_worker(Dataset.range(14), 2, 0, 2)
+
+
+def test_zip_and_concatenate_take_their_inputs_batch_size_like_tf() -> None:
+    # TF's ComputeBatchSize walks into every input of a zip or a concatenation and keeps their
+    # batch size where they all agree (TF 2.21's compute_batch_size: 8, -1, 4, -1, 8).
+    def evens(start: int) -> Dataset:
+        return Dataset.range(start, start + 14)
+
+    assert dd.compute_batch_size(Dataset.zip((evens(0).batch(8), evens(100).batch(8)))) == 8
+    assert dd.compute_batch_size(Dataset.zip((evens(0).batch(8), evens(100).batch(4)))) == -1
+    concat = Dataset.range(8).batch(4).concatenate(Dataset.range(8, 14).batch(4))
+    assert dd.compute_batch_size(concat) == 4
+    mapped = Dataset.zip((evens(0).batch(8), evens(0).batch(8).map(lambda x: x)))
+    assert dd.compute_batch_size(mapped) == -1
+    assert dd.compute_batch_size(Dataset.zip((evens(0), evens(0))).batch(8)) == 8
+    # TF's per-worker construction under OFF: the rebatch by sizes, not the legacy one (which
+    # split each batch of 4, 4, 4, 2 in two, a step more, and a last global batch 3 / 3).
+    off = AutoShardPolicy.OFF
+    whole = [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10, 11], [12, 13]]
+    assert streams(with_policy(concat, off), 2, 1) == [whole, whole]
+    assert streams(with_policy(concat, off), 1, 2) == [whole]
+    singles = [[i] for i in range(14)]
+    assert streams(with_policy(concat, off), 2, 2) == [singles, singles]
+    zipped = with_policy(Dataset.zip((evens(0).batch(8), evens(100).batch(8))), off)
+    per_worker = [
+        [[0, 1, 2, 3], [100, 101, 102, 103]],
+        [[4, 5, 6, 7], [104, 105, 106, 107]],
+        [[8, 9, 10, 11], [108, 109, 110, 111]],
+        [[12, 13], [112, 113]],
+    ]
+    assert streams(zipped, 2, 1) == [per_worker, per_worker]
+    assert streams(zipped, 1, 2) == [per_worker]
+    # AUTO ends with the legacy rebatch either way (TF: the same streams as before)
+    assert streams(with_policy(concat, AutoShardPolicy.AUTO), 2, 1) == [
+        [[0, 1], [4, 5], [8, 9], [12]],
+        [[2, 3], [6, 7], [10, 11], [13]],
+    ]
+
+
+def test_only_the_rebatch_at_the_end_becomes_a_legacy_one_like_tf() -> None:
+    # TF's ShardByData rewrites the RebatchDatasetV2 just above the sink (below trailing
+    # prefetches): the one tf.distribute added. A user's own rebatch upstream is kept.
+    user = with_policy(Dataset.range(14).batch(8).rebatch([3, 5]), AutoShardPolicy.AUTO)
+    assert streams(user, 2, 1) == [  # TF 2.21, 2 workers
+        [[0, 1], [3, 4, 5], [8, 9], [11, 12]],
+        [[2], [6, 7], [10], [13]],
+    ]
+    assert streams(user, 1, 2) == [[[0, 1], [2], [3, 4, 5], [6, 7], [8, 9], [10], [11, 12], [13]]]
+    assert streams(user, 2, 2) == [
+        [[0], [2], [3, 4], [7], [8], [10], [11], [13]],
+        [[1], [], [5, 6], [], [9], [], [12], []],
+    ]
+    # One replica: nothing is added, so the user's rebatch is the one at the end, and it
+    # becomes the legacy rebatch over 1 replica: the batches before it come back (TF 2.21,
+    # MirroredStrategy on one CPU). A map after it, or OFF, keeps it.
+    batches = [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11, 12, 13]]
+    rebatched = [[0, 1, 2], [3, 4, 5, 6, 7], [8, 9, 10], [11, 12, 13]]
+    assert streams(user, 1, 1) == [batches]
+    assert streams(user.prefetch(1).prefetch(2), 1, 1) == [batches]
+    assert streams(user.map(lambda x: x), 1, 1) == [rebatched]
+    assert streams(with_policy(user, AutoShardPolicy.OFF), 1, 1) == [rebatched]
+
+
+def test_an_empty_rebatch_piece_has_its_unknown_dims_zero_like_tf() -> None:
+    # TF's RebatchDatasetV2 makes a piece of size 0 with every unknown dim 0:
+    # range(7).batch(3).batch(1).rebatch([1, 0]) -> (1, 3), (0, 0), (1, 3), (0, 0), (1, 1), (0, 0)
+    nested = Dataset.range(7).batch(3).batch(1)
+    shapes = [x.shape for x in nested.rebatch([1, 0])]
+    assert shapes == [(1, 3), (0, 0), (1, 3), (0, 0), (1, 1), (0, 0)]
+    # ... which OFF over 2 replicas builds (it raised TypeError: a None dim)
+    off = with_policy(nested, AutoShardPolicy.OFF)
+    pieces = list(dd.dataset_for_worker(off, 1, 0, 2))
+    assert [x.shape for x in pieces] == shapes
+    assert [x.tolist() for x in pieces[::2]] == [[[0, 1, 2]], [[3, 4, 5]], [[6]]]
 
 
 def test_legacy_rebatch_like_tf() -> None:
