@@ -11,15 +11,21 @@ gradients of their variables' shapes and dtypes) one ``extended.update`` applies
 device's copies in one call: the same arithmetic in the same order on each copy, so the same
 bits, at about half the cost of the per-variable machinery (``docs/benchmarks.md``).
 
-Checkpoints: the step counter and the slots are saved as ``iterations`` and ``slots/<i>`` (in
-creation order, as Keras saves ``_variables/<i>``). A checkpoint restored before they exist
-(the usual order: build the model, restore, train) keeps their values, and the optimizer hands
-its new variables over as soon as it has made them, before any of them is used
-(restore-on-create, as TF's deferred restoration), so a resumed run continues exactly.
+As Keras, the first ``apply_gradients`` (or ``build``) fixes the variables: it makes the slots
+of every variable it is given, a ``None`` gradient's too, in that order; a later call with
+another variable raises.
+
+Checkpoints: the learning rate, the step counter and the slots are saved as ``learning_rate``,
+``iterations`` and ``slots/<i>`` (in creation order, as Keras saves ``_learning_rate``,
+``_iterations`` and ``_variables/<i>``). A checkpoint restored before they exist (the usual
+order: build the model, restore, train) keeps their values, and the optimizer hands its new
+variables over as soon as it has made them, before any of them is used (restore-on-create, as
+TF's deferred restoration), so a resumed run continues exactly, at the learning rate it had.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -85,6 +91,42 @@ def _require_scope(strategy: Any, variables: Sequence[Any]) -> None:
             raise RuntimeError(f'Need to be inside "with strategy.scope()" for {owner!r}')
 
 
+class _LearningRate:
+    """The learning rate as a checkpoint value (Keras saves its ``learning_rate`` variable):
+    float64, so that a restored rate is the very float the run had."""
+
+    shape = ()
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, optimizer: Optimizer) -> None:
+        self._optimizer = optimizer
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self._optimizer.learning_rate, np.float64)
+
+    def assign(self, value: Any) -> None:
+        self._optimizer.learning_rate = float(np.asarray(value))
+
+
+def _with_gradients(pairs: Sequence[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """The pairs that have a gradient, as Keras's ``_filter_empty_gradients``.
+
+    Raises:
+      ValueError: no pair has one (Keras's message).
+    """
+    kept = [(g, v) for g, v in pairs if g is not None]
+    if not kept:
+        raise ValueError("No gradients provided for any variable.")
+    if len(kept) < len(pairs):
+        missing = [v.name for g, v in pairs if g is None]
+        warnings.warn(
+            f"Gradients do not exist for variables {missing} when minimizing the loss. If "
+            "using `model.compile()`, did you forget to provide a `loss` argument?",
+            stacklevel=4,
+        )
+    return kept
+
+
 class Optimizer:
     """Applies gradients to variables; subclasses define the slots and the per-copy update.
 
@@ -101,6 +143,8 @@ class Optimizer:
         self._iterations: Any = None
         self._slots: dict[int, list[Any]] = {}
         self._built: list[Any] = []  # the variables slots were made for, in creation order
+        self._is_built = False  # Keras's `built`: set once every slot of the first call exists
+        self._saved_learning_rate = _LearningRate(self)  # one object: state copies know it
 
     @property
     def iterations(self) -> Any:
@@ -115,17 +159,20 @@ class Optimizer:
         return found
 
     def _trackable_children(self) -> dict[str, Any]:
-        """What ``mwms_mpi.train.Checkpoint`` saves: the step counter and the slots, in order.
+        """What ``mwms_mpi.train.Checkpoint`` saves: the learning rate, the step counter and
+        the slots, in order.
 
-        Empty until the optimizer is built; a restore before that keeps their values and
-        assigns them when they are made (restore-on-create).
+        The step counter and the slots only once the optimizer is built; a restore before that
+        keeps their values and assigns them when they are made (restore-on-create).
         """
-        if self._iterations is None:
-            return {}
-        return {"iterations": self._iterations, "slots": self.variables()[1:]}
+        children: dict[str, Any] = {"learning_rate": self._saved_learning_rate}
+        if self._iterations is not None:
+            children.update(iterations=self._iterations, slots=self.variables()[1:])
+        return children
 
     def build(self, var_list: Sequence[Any]) -> None:
-        """Makes the step counter and the slots of ``var_list`` now, as Keras's ``build`` does.
+        """Makes the step counter and the slots of ``var_list`` now, as Keras's ``build`` does;
+        on a built optimizer it does nothing (Keras).
 
         Optional: otherwise they are made by the first ``apply_gradients``. A checkpoint
         restored before either gives them their saved values when they are made.
@@ -142,12 +189,17 @@ class Optimizer:
 
         Args:
           grads_and_vars: ``(gradient, variable)`` pairs; pairs with a ``None`` gradient are
-            skipped, as Keras does.
+            skipped with a warning, as Keras does (their variables' slots are made all the
+            same on the first call).
 
         Returns:
           The step counter variable.
+
+        Raises:
+          ValueError: every gradient is ``None``, or a variable is not one of those the
+            optimizer was built with (Keras's messages).
         """
-        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        pairs = list(grads_and_vars)
         # The current entry straight from the low-level stack: importing mwms_mpi.distribute for
         # its get_replica_context/get_strategy would load every strategy (and tie the layers).
         entry = _context.current()
@@ -156,9 +208,17 @@ class Optimizer:
         return self._distributed_apply(entry.strategy, pairs)
 
     def _distributed_apply(self, strategy: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
+        _require_scope(strategy, [v for _, v in pairs])
+        self._build(strategy, [v for _, v in pairs])
+        for _, var in pairs:
+            if id(var) not in self._slots:
+                raise ValueError(
+                    f"Unknown variable: {var!r}. This optimizer can only be called for the "
+                    "variables it was originally built with. When working with a new set of "
+                    "variables, you should recreate a new optimizer instance."
+                )
+        pairs = _with_gradients(pairs)
         variables = [v for _, v in pairs]
-        _require_scope(strategy, variables)
-        self._build(strategy, variables)
         reduced = strategy.extended.batch_reduce_to(ReduceOp.SUM, list(pairs))
         step = int(np.asarray(self._iterations.numpy())) + 1
         if _updatable_together(strategy, variables, reduced, self._iterations):
@@ -215,14 +275,15 @@ class Optimizer:
         counter._update_with(np.add, _ONE_STEP, "AssignAddVariableOp")
 
     def _build(self, strategy: Any, variables: Sequence[Any]) -> None:
-        """Makes the step counter and each new variable's slots, in the strategy's scope.
+        """Makes the step counter and the slots of ``variables``, in the strategy's scope, once:
+        a built optimizer keeps the variables it was built with (Keras).
 
         Raises:
           ValueError: for a variable not created in ``strategy``'s scope (TF's message).
         """
-        new = [v for v in variables if id(v) not in self._slots]
-        if self._iterations is not None and not new:
+        if self._is_built:
             return
+        new = [v for v in {id(v): v for v in variables}.values() if id(v) not in self._slots]
         with strategy.scope():
             if self._iterations is None:
                 self._iterations = Variable(
@@ -248,6 +309,7 @@ class Optimizer:
                         for slot in self._slot_names
                     ]
                 self._built.append(var)
+        self._is_built = True
         # Restore-on-create: a restore that found no step counter or slots here kept their
         # values; they are assigned now, before anything reads them.
         _deferred.notify(self)

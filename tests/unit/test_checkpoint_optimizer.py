@@ -8,6 +8,7 @@ attribute of a saved object is saved the same way, never skipped silently.
 from __future__ import annotations
 
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,96 @@ def test_apply_outside_the_scope_of_mirrored_variables_raises_as_tf_does(make: A
         opt.apply_gradients([(np.ones(3, np.float32), var)])
     first, second = (v.numpy() for v in var.values)
     assert first.tobytes() == second.tobytes() and first.tolist() != [0.0, 1.0, 2.0]
+
+
+def test_the_learning_rate_is_saved_and_restored_as_keras_does(tmp_path: Path) -> None:
+    # Keras 3 saves the learning rate (a variable): a program that changed it while training
+    # (a schedule by hand, ReduceLROnPlateau) resumes with the rate it had, not its
+    # constructor's. TF 2.21: saved with Adam(0.1), restored into Adam(0.5): 0.1, before and
+    # after the optimizer is built.
+    grad = np.array([1.0, -3.0], np.float32)
+    straight, opt = mwms_mpi.Variable(np.array([1.0, 2.0], np.float32)), optimizers.Adam(0.5)
+    opt.apply_gradients([(grad, straight)])
+    opt.learning_rate = 0.1
+    path = train.Checkpoint(v=straight, optimizer=opt).save(str(tmp_path / "ckpt"))
+    opt.apply_gradients([(grad, straight)])
+    for build_first in (False, True):
+        var, resumed = mwms_mpi.Variable(np.zeros(2, np.float32)), optimizers.Adam(0.5)
+        if build_first:
+            resumed.build([var])
+        status = train.Checkpoint(v=var, optimizer=resumed).restore(path)
+        assert resumed.learning_rate == 0.1
+        resumed.apply_gradients([(grad, var)])
+        status.assert_consumed()
+        np.testing.assert_array_equal(var.numpy(), straight.numpy())
+
+
+def test_a_first_step_without_a_gradient_still_makes_that_variables_slots(
+    tmp_path: Path,
+) -> None:
+    # Keras builds the slots of every variable given to the first apply_gradients, a None
+    # gradient's too, in that order. Made only for the variables with a gradient, the slots'
+    # order depended on the first step, and a resumed run gave a's moments to b and b's to a
+    # (silently). TF 2.21: resumed == uninterrupted, a [0.8455637 1.0972766].
+    def grads(step: int) -> list[Any]:
+        first = None if step == 0 else np.array([0.3, -0.2], np.float32) * step
+        return [first, np.array([0.5, 1.5, -1.0], np.float32) / (step + 1)]
+
+    def run(steps: range, a: Any, b: Any, opt: Any) -> None:
+        for step in steps:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                opt.apply_gradients(zip(grads(step), [a, b], strict=True))
+            said = [str(w.message) for w in caught]
+            assert said == (
+                [
+                    "Gradients do not exist for variables ['a:0'] when minimizing the "
+                    "loss. If using `model.compile()`, did you forget to provide a "
+                    "`loss` argument?"
+                ]
+                if step == 0
+                else []
+            ), said
+
+    def fresh() -> tuple[Any, Any, Any]:
+        a = mwms_mpi.Variable(np.array([1.0, 1.2], np.float32), name="a")
+        return (
+            a,
+            mwms_mpi.Variable(np.array([2.0, 1.8, 1.5], np.float32), name="b"),
+            (optimizers.Adam(0.1)),
+        )
+
+    a, b, opt = fresh()
+    run(range(3), a, b, opt)
+    a1, b1, opt1 = fresh()
+    run(range(2), a1, b1, opt1)
+    slots = ["a/momentum:0", "a/velocity:0", "b/momentum:0", "b/velocity:0"]
+    assert [v.name for v in opt1.variables()[1:]] == slots
+    path = train.Checkpoint(a=a1, b=b1, optimizer=opt1).save(str(tmp_path / "ckpt"))
+    a2, b2, opt2 = fresh()
+    train.Checkpoint(a=a2, b=b2, optimizer=opt2).restore(path)
+    run(range(2, 3), a2, b2, opt2)
+    np.testing.assert_array_equal(a2.numpy(), a.numpy())
+    np.testing.assert_array_equal(b2.numpy(), b.numpy())
+
+
+def test_apply_gradients_refuses_what_keras_refuses() -> None:
+    a = mwms_mpi.Variable(np.array([1.0], np.float32), name="a")
+    b = mwms_mpi.Variable(np.array([2.0], np.float32), name="b")
+    opt = optimizers.SGD(0.1)
+    # TF 2.21: ValueError 'No gradients provided for any variable.', after building
+    with pytest.raises(ValueError, match=r"^No gradients provided for any variable\.$"):
+        opt.apply_gradients([(None, a)])
+    assert [v.name for v in opt.variables()] == [opt.iterations.name]
+    assert int(opt.iterations.numpy()) == 0
+    opt.apply_gradients([(np.ones(1, np.float32), a)])
+    # TF 2.21: ValueError 'Unknown variable: <tf.Variable 'b:0' ...>. This optimizer can only be
+    # called for the variables it was originally built with. ...'; nothing changes
+    with pytest.raises(ValueError, match=r"^Unknown variable: .*b:0.*originally built with"):
+        opt.apply_gradients([(np.ones(1, np.float32), a), (np.ones(1, np.float32), b)])
+    np.testing.assert_array_equal(a.numpy(), np.float32([0.9]))
+    opt2 = optimizers.Adam(0.1)
+    opt2.build([a])
+    opt2.build([a, b])  # Keras: a second build does nothing
+    with pytest.raises(ValueError, match="Unknown variable"):
+        opt2.apply_gradients([(np.ones(1, np.float32), b)])
