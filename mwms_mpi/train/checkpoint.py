@@ -74,6 +74,9 @@ class Checkpoint:
     def __init__(self, root: Any = None, **kwargs: Any) -> None:
         object.__setattr__(self, "_children", {})
         object.__setattr__(self, "_save_counter", SaveCounter())
+        # TF creates save_counter lazily (save, restore, or reading the property): until then
+        # a write() holds none and the status checks do not ask for it
+        object.__setattr__(self, "_counter_exists", False)
         if root is not None and not is_container(root):
             raise _not_trackable("root", root)
         object.__setattr__(self, "_root", root)  # its children are read at each use, as TF's
@@ -109,6 +112,7 @@ class Checkpoint:
     @property
     def save_counter(self) -> SaveCounter:
         """Incremented when ``save()`` is called. Used to number checkpoints."""
+        object.__setattr__(self, "_counter_exists", True)
         return self._save_counter
 
     def save(self, file_prefix: str, options: Any = None) -> str:
@@ -130,7 +134,7 @@ class Checkpoint:
           ValueError: a value's dtype cannot be restored bit for bit (nothing is written).
           FailedPreconditionError: another live job writes into the directory.
         """
-        self._save_counter.assign_add(1)
+        self.save_counter.assign_add(1)
         path = f"{os.fspath(file_prefix)}-{int(self._save_counter)}"
 
         def record(written: str) -> None:
@@ -180,7 +184,8 @@ class Checkpoint:
         for key, leaf in found:  # refused before anything is read (a read may be a collective)
             _format.check_savable_dtype(key, getattr(leaf, "dtype", None))
         values = [(key, read_for_save(key, leaf)) for key, leaf in found]
-        values.append(("save_counter", self._save_counter.read_value()))
+        if self._counter_exists:
+            values.append(("save_counter", self._save_counter.read_value()))
         role = _roles.role_for(strategy_for(objects))
         temp_dir = None if role.chief else worker_temp_dir(directory, role.task_id)
         with api_call(role.communicator, api):
@@ -225,7 +230,7 @@ class Checkpoint:
           ValueError: if a saved shape differs from the object's shape.
           InvalidArgumentError: if a saved dtype differs from the object's (TF's error).
         """
-        return self._restore(os.fspath(save_path))
+        return self._restore(os.fspath(save_path), creates_counter=False)
 
     def restore(self, save_path: str | None, options: Any = None) -> Any:
         """Restores a training checkpoint.
@@ -257,15 +262,21 @@ class Checkpoint:
         """
         if save_path is None:
             return InitializationOnlyStatus()
-        return self._restore(os.fspath(save_path))
+        return self._restore(os.fspath(save_path), creates_counter=True)
 
-    def _restore(self, save_path: str) -> CheckpointLoadStatus:
+    def _restore(self, save_path: str, creates_counter: bool) -> CheckpointLoadStatus:
+        """``restore`` (which creates ``save_counter``, as TF's) or ``read`` (which does not: a
+        saved counter then sets it, but counts as unmatched until it exists, as in TF)."""
         data = _format.read_checkpoint(save_path)
         restoration = Restoration(save_path, data.arrays)
         restore_into(self._trackable_children(), restoration)
+        if creates_counter:
+            object.__setattr__(self, "_counter_exists", True)
         if "save_counter" in data.arrays:
-            self._save_counter.assign(restoration.arrays.pop("save_counter"))
-            restoration.matched.add("save_counter")
+            self._save_counter.assign(data.arrays["save_counter"])
+            if self._counter_exists:
+                restoration.arrays.pop("save_counter")
+                restoration.matched.add("save_counter")
         _deferred.clear(self, restoration.sequence)
         if "" in restoration.waiting_parents():
             wait_on(self, restoration, "")  # a later attribute of this checkpoint
@@ -276,8 +287,11 @@ class Checkpoint:
 
 
 def _current_leaves(checkpoint: Checkpoint) -> list[tuple[str, Any]]:
-    """Every leaf under ``checkpoint`` now, ``save_counter`` included."""
-    return [*leaves(checkpoint._trackable_children()), ("save_counter", checkpoint.save_counter)]
+    """Every leaf under ``checkpoint`` now, ``save_counter`` included once it exists."""
+    found = list(leaves(checkpoint._trackable_children()))
+    if checkpoint._counter_exists:
+        found.append(("save_counter", checkpoint._save_counter))
+    return found
 
 
 def _write_files(

@@ -121,19 +121,19 @@ class CheckpointManager:
         self._maybe_delete: collections.OrderedDict[str, float] = collections.OrderedDict()
         if state is None:
             self._latest_checkpoint: str | None = None
-            self._last_preserved_timestamp = now
+            self._last_preserved_timestamp = now - 1.0  # TF: a manager re-made at once
         else:
+            # TF's rule: only checkpoints younger than the last preserved one are this
+            # manager's to delete; a state file without timestamps (Checkpoint.save's) gives
+            # none, so a manager never deletes what it did not save.
             self._latest_checkpoint = state.model_checkpoint_path or None
-            timestamps = state.all_model_checkpoint_timestamps
-            for i, path in enumerate(state.all_model_checkpoint_paths):
-                stamp = (
-                    timestamps[i]
-                    if len(timestamps) == len(state.all_model_checkpoint_paths)
-                    else now
-                )
-                self._maybe_delete[path] = min(stamp, now)
-            preserved = state.last_preserved_timestamp
-            self._last_preserved_timestamp = now if preserved is None else min(preserved, now)
+            preserved = min(state.last_preserved_timestamp or 0.0, now)
+            paths = state.all_model_checkpoint_paths
+            timestamps = state.all_model_checkpoint_timestamps or [preserved] * len(paths)
+            for path, stamp in zip(paths, timestamps, strict=False):
+                if min(stamp, now) > preserved:
+                    self._maybe_delete[path] = min(stamp, now)
+            self._last_preserved_timestamp = preserved
 
     @property
     def directory(self) -> str:
@@ -187,10 +187,10 @@ class CheckpointManager:
         current_step = None
         if self._checkpoint_interval is not None:
             current_step = self._current_step()
-            if (
-                check_interval
-                and self._last_checkpoint_step is not None
-                and current_step < self._last_checkpoint_step + self._checkpoint_interval
+            last = self._last_checkpoint_step
+            if last is not None and (  # TF: never twice at one step, interval or not
+                current_step == last
+                or (check_interval and current_step < last + self._checkpoint_interval)
             ):
                 return None
         counter = self._checkpoint.save_counter

@@ -114,8 +114,7 @@ def test_object_attributes_lists_and_nested_checkpoints(tmp_path: Path) -> None:
         "model/dense/kernel",
         "model/layers/0",
         "model/layers/1",
-        "save_counter",
-    ]
+    ]  # no save_counter: this Checkpoint never made one (TF 2.21)
     model.dense.kernel.assign(np.zeros((2, 3)))
     model.dense.bias[:] = 4
     model.layers[1][:] = 0
@@ -129,8 +128,8 @@ def test_object_attributes_lists_and_nested_checkpoints(tmp_path: Path) -> None:
 def test_root_and_escaped_names(tmp_path: Path) -> None:
     ckpt = train.Checkpoint(root=Dense(), extra={"a/b.c": np.ones(1)})
     path = ckpt.write(str(tmp_path / "r"))
-    assert _index(path)["keys"] == ["bias", "kernel", "extra/a.Sb..c", "save_counter"]
-    ckpt.restore(path).assert_consumed()
+    assert _index(path)["keys"] == ["bias", "kernel", "extra/a.Sb..c"]
+    ckpt.read(path).assert_consumed()
 
 
 def test_save_numbering_state_file_and_latest(tmp_path: Path) -> None:
@@ -506,3 +505,68 @@ def test_manager_failed_save_changes_nothing(
     monkeypatch.undo()
     assert manager.checkpoints == [first] and manager.latest_checkpoint == first
     assert train.latest_checkpoint(str(tmp_path)) == first
+
+
+def _keys(path: str) -> list[str]:
+    return sorted(_format.read_checkpoint(path).arrays)
+
+
+def test_save_counter_exists_once_saved_restored_or_read_as_tf(tmp_path: Path) -> None:
+    # TF creates save_counter lazily: by save(), restore() or reading the property. A write()
+    # of a Checkpoint that has none holds no counter (TF 2.21: only 'v'), and restoring that
+    # into a Checkpoint that saved three times kept its counter: before, it became 0, and the
+    # next save overwrote a-1.
+    export = train.Checkpoint(v=DuckVariable(1.0)).write(str(tmp_path / "w"))
+    assert _keys(export) == ["v"]
+    saver = train.Checkpoint(v=DuckVariable(0.0))
+    for _ in range(3):
+        saver.save(str(tmp_path / "a"))
+    assert "save_counter" in _keys(saver.write(str(tmp_path / "w2")))
+    status = saver.restore(export)
+    assert int(saver.save_counter) == 3
+    assert saver.save(str(tmp_path / "a")) == str(tmp_path / "a-4")
+    # TF: the counter exists and the checkpoint has none: both assertions raise
+    for check in (status.assert_consumed, status.assert_existing_objects_matched):
+        with pytest.raises(AssertionError):
+            check()
+    # TF 2.21: a fresh Checkpoint's restore() creates its counter (unmatched, so
+    # assert_consumed raises); read() does not (it passes); the counter stays 0
+    fresh = train.Checkpoint(v=DuckVariable(0.0))
+    with pytest.raises(AssertionError):
+        fresh.restore(export).assert_consumed()
+    assert int(fresh.save_counter) == 0
+    train.Checkpoint(v=DuckVariable(0.0)).read(export).assert_consumed()
+    touched = train.Checkpoint(v=DuckVariable(0.0))
+    assert int(touched.save_counter) == 0  # reading the property creates it, as TF's
+    assert "save_counter" in _keys(touched.write(str(tmp_path / "w3")))
+
+
+def test_manager_never_saves_twice_at_one_step(tmp_path: Path) -> None:
+    # TF 2.21: with checkpoint_interval, a save at the step of the last one returns None, even
+    # with check_interval=False (it saved again: ckpt-2, save_counter 2)
+    step = DuckVariable(np.int64(3))
+    ckpt = train.Checkpoint(step=step)
+    manager = train.CheckpointManager(
+        ckpt, str(tmp_path), max_to_keep=5, step_counter=step, checkpoint_interval=2
+    )
+    assert manager.save() == str(tmp_path / "ckpt-1")
+    assert manager.save(check_interval=False) is None
+    assert int(ckpt.save_counter) == 1
+
+
+def test_a_manager_adopts_only_the_checkpoints_a_manager_kept(tmp_path: Path) -> None:
+    # TF 2.21: a state file without timestamps (Checkpoint.save's) gives the manager no
+    # checkpoints to manage, so it never deletes them (it deleted ckpt-1 here: max_to_keep=1)
+    ckpt = train.Checkpoint(v=DuckVariable(0.0))
+    first = ckpt.save(str(tmp_path / "ckpt"))
+    manager = train.CheckpointManager(ckpt, str(tmp_path), max_to_keep=1)
+    assert manager.checkpoints == []
+    assert manager.latest_checkpoint == first
+    manager.save()
+    manager.save()
+    assert manager.checkpoints == [str(tmp_path / "ckpt-3")]
+    assert os.path.exists(first + ".index.json")
+    assert not os.path.exists(str(tmp_path / "ckpt-2.index.json"))
+    # a manager's own state file: its checkpoints are adopted, as before
+    again = train.CheckpointManager(ckpt, str(tmp_path), max_to_keep=1)
+    assert again.checkpoints == [str(tmp_path / "ckpt-3")]

@@ -71,7 +71,8 @@ def test_the_chief_takes_the_lock_at_its_first_write_and_readers_never(tmp_path:
     target = np.zeros(3)
     reader = train.CheckpointManager(train.Checkpoint(v=target), str(tmp_path), max_to_keep=2)
     assert reader.restore_or_initialize() == path
-    train.Checkpoint(v=target).read(path).assert_consumed()
+    # (a fresh Checkpoint's read leaves the saved save_counter unmatched, as TF's)
+    train.Checkpoint(v=target).read(path).assert_existing_objects_matched()
     assert train.latest_checkpoint(str(tmp_path)) == path
     np.testing.assert_array_equal(target, value)
     assert planted.read_bytes() == before
