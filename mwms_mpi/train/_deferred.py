@@ -66,9 +66,9 @@ def _forget(key: int) -> Callable[[weakref.ref[Any]], None]:
 
 def register(obj: Any, pending: Pending) -> bool:
     """Records that ``pending`` waits for children of ``obj``; False if ``obj`` cannot be
-    weakly referenced (it is then never notified). The latest restore wins for every object
-    it reaches: entries of earlier restores on ``obj`` are dropped, and an earlier restore
-    registering after a later one is ignored (it could otherwise overwrite the later values)."""
+    weakly referenced (it is then never notified). Every restore's entry is kept, as TF keeps
+    each restore's deferred values: :func:`notify` lets the newest place first, and a value is
+    never placed into an object a newer restore gave one (:func:`newer_restore`)."""
     with _LOCK:
         entry = _entries.get(id(obj))
         if entry is None or entry.ref() is not obj:
@@ -77,21 +77,41 @@ def register(obj: Any, pending: Pending) -> bool:
             except TypeError:
                 return False
             entry = _entries[id(obj)] = _Entry(ref)
-        if any(p.sequence > pending.sequence for p in entry.pending):
-            return True
-        entry.pending = [p for p in entry.pending if p.sequence >= pending.sequence]
         if pending not in entry.pending:
             entry.pending.append(pending)
         return True
 
 
-def clear(obj: Any, before: int) -> None:
-    """Drops what restores numbered below ``before`` keep for ``obj`` (a newer one reached it)."""
+# The restore (its sequence number) that last gave each live object its value: TF's
+# ``_update_uid``, which keeps an earlier restore's waiting value off an object a later one set.
+_restored_by: dict[int, tuple[weakref.ref[Any], int]] = {}
+
+
+def restored(leaf: Any, sequence: int) -> None:
+    """Records that restore ``sequence`` gave ``leaf`` its value."""
+    try:
+        ref = weakref.ref(leaf, _forget_restored(id(leaf)))
+    except TypeError:  # cannot be weakly referenced: no record, every restore may set it
+        return
     with _LOCK:
-        entry = _entries.get(id(obj))
-        if entry is not None and entry.ref() is obj:
-            entry.pending = [p for p in entry.pending if p.sequence >= before]
-            _release(obj, entry)
+        _restored_by[id(leaf)] = (ref, sequence)
+
+
+def newer_restore(leaf: Any, sequence: int) -> bool:
+    """Whether a restore newer than ``sequence`` gave ``leaf`` its value already."""
+    with _LOCK:
+        record = _restored_by.get(id(leaf))
+    return record is not None and record[0]() is leaf and record[1] > sequence
+
+
+def _forget_restored(key: int) -> Callable[[weakref.ref[Any]], None]:
+    def callback(ref: weakref.ref[Any]) -> None:
+        with _LOCK:
+            record = _restored_by.get(key)
+            if record is not None and record[0] is ref:
+                del _restored_by[key]
+
+    return callback
 
 
 def notify(obj: Any) -> None:

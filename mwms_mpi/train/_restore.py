@@ -136,29 +136,33 @@ def restore_into(
       objects: named children, e.g. a ``Checkpoint``'s.
       restoration: the saved values.
       prefix: the key of the object holding ``objects`` plus ``/``, or ``""`` at the root.
-      deferred: only assign values not assigned yet (a restore-on-create pass); otherwise this
-        is a new restore, which replaces what earlier restores keep for the objects it reaches.
+      deferred: only assign values not assigned yet, and none to an object a newer restore
+        gave a value (a restore-on-create pass; TF's ``_update_uid`` rule): such a value
+        counts as matched, as in TF.
 
     Raises:
       ValueError: a saved shape differs from the object's, or the array is read-only.
       InvalidArgumentError: a saved dtype differs from the object's (TF's error).
     """
-    plan: list[tuple[str, Any, np.ndarray]] = []
+    plan: list[tuple[str, Any, np.ndarray | None]] = []
     containers = []
     for node in nodes(objects, prefix):
         if not node.leaf:
             containers.append(node)
         elif node.key in restoration.arrays and not (deferred and node.key in restoration.matched):
+            if deferred and _deferred.newer_restore(node.obj, restoration.sequence):
+                plan.append((node.key, node.obj, None))  # matched, not assigned
+                continue
             value = checked(node.key, node.obj, restoration.arrays[node.key], restoration.path)
             plan.append((node.key, node.obj, value))
-    for key, leaf, value in plan:
-        assign(leaf, value)
+    for key, leaf, saved in plan:
+        if saved is not None:
+            assign(leaf, saved)
+            _deferred.restored(leaf, restoration.sequence)
         restoration.matched.add(key)
         restoration.arrays.pop(key, None)  # only values still waiting are kept in memory
     waiting = restoration.waiting_parents()
     for node in containers:
-        if not deferred:
-            _deferred.clear(node.obj, restoration.sequence)
         if node.key in waiting:
             wait_on(node.obj, restoration, node.key + "/")
 

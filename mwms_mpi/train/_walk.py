@@ -5,8 +5,10 @@ What can be checkpointed (TF calls these trackable objects):
 * variables, duck-typed: anything with ``assign(value)`` and ``numpy()`` (or ``read_value()``),
   so ``mwms_mpi.Variable`` and its distributed forms, and user classes alike;
 * numpy arrays (not object arrays), restored in place, as a variable would be;
-* ``dict``s, ``list``s and ``tuple``s of trackables, nested ``Checkpoint``s, and plain objects
-  whose public attributes hold trackables (TF's ``AutoTrackable``). Other values inside those
+* ``dict``s (string keys: TF refuses another key that maps to a trackable, since ``1`` and
+  ``"1"`` would be one key), ``list``s and ``tuple``s of trackables, nested ``Checkpoint``s, and
+  plain objects whose public attributes hold trackables (TF's ``AutoTrackable``; every
+  attribute of a ``mwms_mpi.Module``, as ``tf.Module``). Other values inside those
   containers (numbers, strings, ``None``) are skipped, as TF skips them; objects of mwms_mpi's
   own classes (strategies, communicators) are never walked into;
 * objects that name their children with ``_trackable_children()`` (TF's ``Trackable`` hook),
@@ -79,7 +81,15 @@ def pretty(key: str) -> str:
 def children(obj: Any) -> list[tuple[str, Any]]:
     """The named children of a container, in a deterministic order (the same on every worker)."""
     if isinstance(obj, Mapping):
-        return sorted(((str(k), v) for k, v in obj.items()), key=lambda item: item[0])
+        if any(not isinstance(k, str) and is_trackable(v) for k, v in obj.items()):
+            raise ValueError(  # TF's: "1" and 1 would be one key
+                f"Unable to save the object {obj!r} (a dictionary wrapper constructed "
+                "automatically on attribute assignment). The wrapped dictionary contains a "
+                "non-string key which maps to a trackable object or mutable data structure.\n\n"
+                "If you don't need this dictionary checkpointed, wrap it in a non-trackable "
+                "object; it will be subsequently ignored."
+            )
+        return sorted(((k, v) for k, v in obj.items() if isinstance(k, str)), key=lambda kv: kv[0])
     if isinstance(obj, (list, tuple)):
         return [(str(i), v) for i, v in enumerate(obj)]
     if callable(getattr(obj, "_trackable_children", None)):

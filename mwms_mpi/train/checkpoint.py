@@ -81,6 +81,12 @@ class Checkpoint:
             raise _not_trackable("root", root)
         object.__setattr__(self, "_root", root)  # its children are read at each use, as TF's
         for name, value in sorted(kwargs.items()):
+            tracked = {} if root is None else dict(_tracked_children(root))
+            if tracked.get(name, value) is not value:
+                raise ValueError(  # TF's: root's child would be saved under neither name
+                    f"Cannot create a Checkpoint with keyword argument {name} if root.{name} "
+                    "already exists."
+                )
             setattr(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -105,7 +111,7 @@ class Checkpoint:
         are now (attributes it gained since included), then those given to this object."""
         found: dict[str, Any] = {}
         if self._root is not None:
-            found.update((name, c) for name, c in children(self._root) if is_trackable(c))
+            found.update(_tracked_children(self._root))
         found.update(self._children)
         return found
 
@@ -277,13 +283,16 @@ class Checkpoint:
             if self._counter_exists:
                 restoration.arrays.pop("save_counter")
                 restoration.matched.add("save_counter")
-        _deferred.clear(self, restoration.sequence)
         if "" in restoration.waiting_parents():
             wait_on(self, restoration, "")  # a later attribute of this checkpoint
             if self._root is not None:  # ... or of its root (a Module's notifies)
-                _deferred.clear(self._root, restoration.sequence)
                 wait_on(self._root, restoration, "")
         return CheckpointLoadStatus(restoration, lambda: _current_leaves(self))
+
+
+def _tracked_children(root: Any) -> list[tuple[str, Any]]:
+    """The children of a ``Checkpoint``'s root that it saves (TF's root dependencies)."""
+    return [(name, child) for name, child in children(root) if is_trackable(child)]
 
 
 def _current_leaves(checkpoint: Checkpoint) -> list[tuple[str, Any]]:

@@ -19,10 +19,12 @@ from mwms_mpi.train._walk import is_variable
 class Module:
     """Base class for objects that hold variables (``tf.Module``'s part that checkpoints use).
 
-    Setting a public attribute tells a pending ``Checkpoint.restore`` that the object may have
-    a new child, which then gets its saved value at once (restore-on-create). ``variables`` and
-    ``trainable_variables`` collect the variables under the module as ``tf.Module`` does:
-    attributes in name order, into nested modules, lists, tuples and dicts (keys in order).
+    Every attribute counts, private ones (``self._w``) included, as ``tf.Module`` tracks them:
+    a ``Checkpoint`` saves them, and setting one tells a pending ``Checkpoint.restore`` that
+    the object may have a new child, which then gets its saved value at once
+    (restore-on-create). ``variables`` and ``trainable_variables`` collect the variables under
+    the module as ``tf.Module`` does: attributes in name order, into nested modules, lists,
+    tuples and dicts (keys in order).
 
     Args:
       name: the module's name (the class name in snake case, as TF, when ``None``).
@@ -33,8 +35,11 @@ class Module:
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
-        if not name.startswith("_"):
-            _deferred.notify(self)  # a restore may keep this attribute's values
+        _deferred.notify(self)  # a restore may keep this attribute's values
+
+    def _trackable_children(self) -> dict[str, Any]:
+        """What a ``Checkpoint`` saves of the module: every attribute but its name, by name."""
+        return {k: v for k, v in sorted(vars(self).items()) if k != "_name"}
 
     @property
     def name(self) -> str:
@@ -64,7 +69,7 @@ def _variables(obj: Any, seen: set[int]) -> Iterator[Any]:
     elif isinstance(obj, list | tuple):
         items = list(obj)
     elif isinstance(obj, Module):
-        items = [v for k, v in sorted(vars(obj).items()) if not k.startswith("_")]
+        items = list(obj._trackable_children().values())
     else:
         return
     for item in items:

@@ -570,3 +570,37 @@ def test_a_manager_adopts_only_the_checkpoints_a_manager_kept(tmp_path: Path) ->
     # a manager's own state file: its checkpoints are adopted, as before
     again = train.CheckpointManager(ckpt, str(tmp_path), max_to_keep=1)
     assert again.checkpoints == [str(tmp_path / "ckpt-3")]
+
+
+def test_dict_keys_that_are_not_strings_are_refused_as_tf(tmp_path: Path) -> None:
+    # TF 2.21 refuses to save (or restore) a dict with a non-string key that maps to a
+    # trackable. They were saved as str(key): {1: a, "1": b} gave both b's value on restore.
+    message = (
+        r"Unable to save the object \{1: .*\} \(a dictionary wrapper constructed automatically "
+        r"on attribute assignment\)\. The wrapped dictionary contains a non-string key which "
+        r"maps to a trackable object or mutable data structure\."
+    )
+    for d in ({1: DuckVariable(1.0), "1": DuckVariable(2.0)}, {1: np.ones(2)}, {1: []}):
+        with pytest.raises(ValueError, match=message):
+            train.Checkpoint(d=d).save(str(tmp_path / "a"))
+    path = train.Checkpoint(d={"1": DuckVariable(2.0), 2: "not trackable"}).write(
+        str(tmp_path / "b")
+    )
+    with pytest.raises(ValueError, match="non-string key"):
+        train.Checkpoint(d={1: DuckVariable(0.0), "1": DuckVariable(0.0)}).read(path)
+
+
+def test_a_keyword_argument_named_as_a_child_of_root_is_refused_as_tf() -> None:
+    # TF 2.21: ValueError "Cannot create a Checkpoint with keyword argument x if root.x already
+    # exists." (root.x was then silently not saved); the same object under both names is fine
+    root = types.SimpleNamespace(x=DuckVariable(1.0), y=[1])
+    for name in ("x", "y"):
+        with pytest.raises(
+            ValueError,
+            match=f"^Cannot create a Checkpoint with keyword argument {name} if root.{name} "
+            "already exists.$",
+        ):
+            train.Checkpoint(root=root, **{name: DuckVariable(2.0)})
+    train.Checkpoint(root=root, x=root.x, z=DuckVariable(3.0))
+    root.n = 3  # not trackable: not a child of root, so the name is free (TF)
+    train.Checkpoint(root=root, n=DuckVariable(3.0))
