@@ -145,14 +145,18 @@ def restore_into(
       InvalidArgumentError: a saved dtype differs from the object's (TF's error).
     """
     plan: list[tuple[str, Any, np.ndarray | None]] = []
+    planned: set[int] = set()  # an object under two names takes the first one's value (TF)
     containers = []
     for node in nodes(objects, prefix):
         if not node.leaf:
             containers.append(node)
         elif node.key in restoration.arrays and not (deferred and node.key in restoration.matched):
-            if deferred and _deferred.newer_restore(node.obj, restoration.sequence):
+            if id(node.obj) in planned or (
+                deferred and _deferred.newer_restore(node.obj, restoration.sequence)
+            ):
                 plan.append((node.key, node.obj, None))  # matched, not assigned
                 continue
+            planned.add(id(node.obj))
             value = checked(node.key, node.obj, restoration.arrays[node.key], restoration.path)
             plan.append((node.key, node.obj, value))
     for key, leaf, saved in plan:

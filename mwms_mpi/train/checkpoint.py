@@ -217,18 +217,20 @@ class Checkpoint:
             sweep_stale_worker_dirs(directory, role.live_ids)
         return file_prefix
 
-    def read(self, save_path: str, options: Any = None) -> CheckpointLoadStatus:
+    def read(self, save_path: str | None, options: Any = None) -> Any:
         """Reads a training checkpoint written with ``write`` (or ``save``).
 
         Values of objects not created yet are assigned when they are created, as ``restore``
         does.
 
         Args:
-          save_path: the path to the checkpoint as returned by ``write``.
+          save_path: the path to the checkpoint as returned by ``write``. If ``None``, nothing
+            is read (TF).
           options: accepted for TF's signature; unused.
 
         Returns:
-          A load status object with ``assert_consumed`` and ``expect_partial``.
+          A load status object with ``assert_consumed`` and ``expect_partial``; for
+          ``save_path=None`` an ``InitializationOnlyStatus``.
 
         Raises:
           NotFoundError: if there is no checkpoint at ``save_path``.
@@ -236,6 +238,8 @@ class Checkpoint:
           ValueError: if a saved shape differs from the object's shape.
           InvalidArgumentError: if a saved dtype differs from the object's (TF's error).
         """
+        if save_path is None:  # TF: as restore(None)
+            return InitializationOnlyStatus()
         return self._restore(os.fspath(save_path), creates_counter=False)
 
     def restore(self, save_path: str | None, options: Any = None) -> Any:

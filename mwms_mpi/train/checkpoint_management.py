@@ -74,7 +74,7 @@ class CheckpointManager:
       last_checkpoint_step: the step of the last checkpoint, if known.
 
     Raises:
-      ValueError: if ``max_to_keep`` is not ``None`` or a positive integer,
+      ValueError: if ``max_to_keep`` is not ``None`` and not positive,
         ``checkpoint_interval`` is given without ``step_counter``, or ``checkpoint_name``
         leads outside ``directory``.
     """
@@ -95,7 +95,7 @@ class CheckpointManager:
             raise TypeError(
                 f"Expected a mwms_mpi.train.Checkpoint, got {type(checkpoint).__name__}."
             )
-        if max_to_keep is not None and (not isinstance(max_to_keep, int) or max_to_keep <= 0):
+        if max_to_keep is not None and max_to_keep <= 0:  # TF's check (2.0 keeps two)
             raise ValueError(
                 f"Expected a positive integer or `None` for `max_to_keep`, got {max_to_keep}."
             )
@@ -236,7 +236,7 @@ class CheckpointManager:
         hours = self._keep_checkpoint_every_n_hours
         while len(maybe_delete) > self._max_to_keep:
             name, stamp = maybe_delete.popitem(last=False)
-            if hours is not None and stamp - hours * 3600.0 >= preserved:
+            if hours and stamp - hours * 3600.0 >= preserved:  # TF: 0 is off
                 preserved = stamp
                 continue
             deleted.append(name)

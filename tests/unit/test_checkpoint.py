@@ -604,3 +604,31 @@ def test_a_keyword_argument_named_as_a_child_of_root_is_refused_as_tf() -> None:
     train.Checkpoint(root=root, x=root.x, z=DuckVariable(3.0))
     root.n = 3  # not trackable: not a child of root, so the name is free (TF)
     train.Checkpoint(root=root, n=DuckVariable(3.0))
+
+
+def test_small_manager_and_read_rules_as_tf(tmp_path: Path) -> None:
+    # TF 2.21: read(None) is an InitializationOnlyStatus, as restore(None)
+    status = train.Checkpoint(v=DuckVariable(0.0)).read(None)
+    assert type(status).__name__ == "InitializationOnlyStatus"
+    # TF: max_to_keep is compared, not type-checked (2.0 keeps two)
+    ckpt = train.Checkpoint(v=DuckVariable(0.0))
+    manager = train.CheckpointManager(ckpt, str(tmp_path / "f"), max_to_keep=2.0)
+    for _ in range(3):
+        manager.save()
+    assert [os.path.basename(p) for p in manager.checkpoints] == ["ckpt-2", "ckpt-3"]
+    # TF: keep_checkpoint_every_n_hours=0 is off (falsy): swept checkpoints are deleted
+    manager = train.CheckpointManager(
+        ckpt, str(tmp_path / "h"), max_to_keep=1, keep_checkpoint_every_n_hours=0
+    )
+    for _ in range(3):
+        manager.save()
+    assert sorted(p.name for p in (tmp_path / "h").glob("*.index.json")) == ["ckpt-6.index.json"]
+
+
+def test_one_object_under_two_names_takes_the_first_names_value_as_tf(tmp_path: Path) -> None:
+    # TF 2.21: Checkpoint(a=w, b=w) restoring a checkpoint whose a and b differ: w = 1.0 (the
+    # first path's); it took the last one's (2.0)
+    path = train.Checkpoint(a=DuckVariable(1.0), b=DuckVariable(2.0)).save(str(tmp_path / "c"))
+    shared = DuckVariable(0.0)
+    train.Checkpoint(a=shared, b=shared).restore(path).assert_consumed()
+    assert float(shared.value) == 1.0
