@@ -45,13 +45,17 @@ class SGD(Optimizer):
         if not slots and sparse is not None:  # Keras: scatter_sub, row by row (repeats too)
             indices, values = sparse
             return var.assign(_sparse.scatter_added(var.read_value(), indices, -(values * lr)))
-        grad = dense_grad(grad, dtype)  # numpy or CuPy: the step runs where the variable lives
+        if sparse is not None:  # Keras scales the slices, then adds repeated rows up
+            indices, values = sparse
+            scaled = _sparse.densify(indices, values * lr, tuple(var.shape))
+        else:  # numpy or CuPy: the step runs where the variable lives
+            scaled = dense_grad(grad, dtype) * lr
         if not slots:  # read_value=False: nothing reads what these assigns return
-            return var.assign_sub(lr * grad, read_value=False)
+            return var.assign_sub(scaled, read_value=False)
         (m,) = slots
         momentum = dtype.type(np.float32(self.momentum))  # Keras's cast goes through float32
-        m_new = m.read_value() * momentum - grad * lr
+        m_new = m.read_value() * momentum - scaled
         m.assign(m_new, read_value=False)
         if self.nesterov:
-            return var.assign_add(m_new * momentum - grad * lr, read_value=False)
+            return var.assign_add(m_new * momentum - scaled, read_value=False)
         return var.assign_add(m_new, read_value=False)

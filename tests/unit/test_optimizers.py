@@ -148,3 +148,25 @@ def test_repeated_rows_of_a_sparse_gradient_as_keras(name: str, make: Any) -> No
         opt.apply_gradients([(mwms_mpi.IndexedSlices(values, np.array([1, 1, 0]), [3, 2]), v)])
     got = [float(x).hex() for x in np.asarray(v.numpy()).ravel()]
     assert got == [float.fromhex(h).hex() for h in KERAS_REPEATED_ROWS[name]]
+
+
+@pytest.mark.parametrize(
+    ("nesterov", "var_hex", "momentum_hex"),
+    [
+        (False, "0x1.747ae20000000p-1", "0x1.bef9dc0000000p-2"),
+        (True, "0x1.e4395a0000000p-1", "0x1.bef9dc0000000p-2"),
+    ],
+)
+def test_sgd_momentum_scales_each_slice_before_adding_repeats_as_keras(
+    nesterov: bool, var_hex: str, momentum_hex: str
+) -> None:
+    # Keras multiplies the slices by the rate, then adds repeated rows: a*lr + b*lr, not
+    # (a + b)*lr (the last bit differed). TF 2.21 + Keras 3: SGD(0.3, momentum=0.5), float32
+    # zeros(1), IndexedSlices([0.33, -1.3], [0, 0]) twice -> these bits.
+    v = mwms_mpi.Variable(np.zeros(1, np.float32))
+    opt = optimizers.SGD(0.3, momentum=0.5, nesterov=nesterov)
+    grad = mwms_mpi.IndexedSlices(np.array([0.33, -1.3], np.float32), np.array([0, 0]), [1])
+    for _ in range(2):
+        opt.apply_gradients([(grad, v)])
+    assert float(v.numpy()[0]).hex() == var_hex
+    assert float(opt.variables()[1].numpy()[0]).hex() == momentum_hex
