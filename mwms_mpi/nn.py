@@ -69,8 +69,11 @@ def compute_average_loss(
     Raises:
       ValueError: for a scalar ``per_example_loss`` or a non-scalar ``global_batch_size``.
       TypeError: for a ``global_batch_size`` that is not an integer.
-      InvalidArgumentError: for a negative ``global_batch_size``.
+      InvalidArgumentError: for a negative ``global_batch_size``, or a bool loss (TF's).
       RuntimeError: when called in cross-replica context without ``global_batch_size``.
+
+    As TF's ``div_no_nan``, integer losses average into floats (``truediv``'s dtypes: float32
+    for 8- and 16-bit integers, float64 for wider ones); floating losses keep their dtype.
     """
     xp = array_namespace(per_example_loss)
     if xp is not np:
@@ -90,10 +93,27 @@ def compute_average_loss(
         global_batch_size = np.int32(losses.shape[0] * replicas)
     batch = np.asarray(as_array(global_batch_size))
     _check_global_batch_size(batch)
-    total = np.sum(losses, dtype=input_dtype)
-    if batch == 0:
-        return np.zeros((), dtype=input_dtype)  # div_no_nan
-    return np.asarray(np.true_divide(total, batch.astype(input_dtype)), dtype=input_dtype)
+    _refuse_bool(input_dtype)
+    total = np.asarray(np.sum(losses, dtype=input_dtype))
+    if batch == 0:  # div_no_nan: 0, of the division's dtype
+        return np.asarray(truediv(np.zeros((), input_dtype), 1))
+    return np.asarray(truediv(total, batch.astype(input_dtype)))
+
+
+def _refuse_bool(dtype: Any) -> None:
+    """TF's ``reduce_sum`` has no bool kernel.
+
+    Raises:
+      InvalidArgumentError: for a bool ``dtype`` (TF's message).
+    """
+    if np.dtype(dtype).kind == "b":
+        raise errors.InvalidArgumentError(
+            None,
+            "Sum",
+            "Value for attr 'T' of bool is not in the list of allowed values: float, double, "
+            "int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, "
+            "qint16, quint16, uint16, complex128, half, uint32, uint64",
+        )
 
 
 def _check_global_batch_size(batch: np.ndarray) -> None:
@@ -125,7 +145,7 @@ def _average_in_namespace(xp: Any, losses: Any, sample_weight: Any, global_batch
     """``compute_average_loss`` with the loss's own library ``xp`` (differentiable there).
 
     The same steps and dtypes as the numpy path: float32 weighting, the sum in the input's
-    dtype, divided by the global batch size cast to that dtype, 0 for a batch of 0.
+    dtype, divided by the global batch size with TF's ``truediv`` dtypes, 0 for a batch of 0.
     """
     input_dtype = losses.dtype
     if losses.ndim == 0:
@@ -146,10 +166,11 @@ def _average_in_namespace(xp: Any, losses: Any, sample_weight: Any, global_batch
         global_batch_size = np.int32(losses.shape[0] * replicas)
     batch = np.asarray(as_array(global_batch_size))
     _check_global_batch_size(batch)
+    _refuse_bool(input_dtype)
     total = xp.sum(losses, dtype=input_dtype)
-    if batch == 0:
-        return xp.zeros((), dtype=input_dtype)  # div_no_nan
-    return _astype(xp, total / xp.asarray(batch.item(), dtype=input_dtype), input_dtype)
+    if batch == 0:  # div_no_nan: 0, of the division's dtype
+        return _divide_in_namespace(xp, xp.zeros((), dtype=input_dtype), 1)
+    return _divide_in_namespace(xp, total, batch.item())
 
 
 def scale_regularization_loss(regularization_loss: Any) -> np.ndarray:
@@ -175,16 +196,21 @@ def scale_regularization_loss(regularization_loss: Any) -> np.ndarray:
 
 def _scale_in_namespace(xp: Any, loss: Any, replicas: int) -> Any:
     """``scale_regularization_loss`` with the loss's own library ``xp``: the sum divided by
-    the replica count with TF's ``truediv`` dtypes (as ``convert.truediv``).
+    the replica count with TF's ``truediv`` dtypes (as ``convert.truediv``)."""
+    return _divide_in_namespace(xp, xp.sum(loss, dtype=loss.dtype), replicas)
+
+
+def _divide_in_namespace(xp: Any, total: Any, divisor: int) -> Any:
+    """``total / divisor`` in ``xp`` with TF's ``truediv`` dtypes (``convert.truediv``'s rule
+    for arrays of another library: integers into float32 or float64, floats kept).
 
     Raises:
-      TypeError: for a bool loss (TF has no division of bools).
+      TypeError: for a bool ``total`` (TF has no division of bools).
     """
-    total = xp.sum(loss, dtype=loss.dtype)
-    dtype = np.dtype(loss.dtype)
+    dtype = np.dtype(total.dtype)
     if dtype.kind == "b":
         raise TypeError("`x` and `y` must have the same dtype, got tf.bool != tf.int32.")
     if dtype.kind in "iu":
         target = xp.float32 if dtype.itemsize <= 2 else xp.float64
-        return _astype(xp, total, target) / xp.asarray(replicas, dtype=target)
-    return total / xp.asarray(replicas, dtype=loss.dtype)
+        return _astype(xp, total, target) / xp.asarray(divisor, dtype=target)
+    return total / xp.asarray(divisor, dtype=total.dtype)
