@@ -40,15 +40,38 @@ def _num_replicas_in_sync(api: str) -> int:
 
 
 def _scale_by_sample_weight(losses: np.ndarray, sample_weight: Any) -> np.ndarray:
-    """TF's ``scale_losses_by_sample_weight``: float32 product, weights squeezed or expanded."""
+    """TF's ``scale_losses_by_sample_weight``: float32 product, weights squeezed or expanded.
+
+    Raises:
+      InvalidArgumentError: weights that do not fit the losses (TF's ``Squeeze``/``Mul``).
+    """
     losses = losses.astype(np.float32)
     weights = np.asarray(as_array(sample_weight)).astype(np.float32)
     if weights.ndim:
         if weights.ndim - losses.ndim == 1:
+            if weights.shape[-1] != 1:
+                raise errors.InvalidArgumentError(
+                    None,
+                    "Squeeze",
+                    f"Can not squeeze dim[{weights.ndim - 1}], expected a dimension of 1, got "
+                    f"{weights.shape[-1]} [Op:Squeeze]",
+                )
             weights = np.squeeze(weights, -1)
         elif losses.ndim - weights.ndim == 1:
             weights = np.expand_dims(weights, -1)
-    return np.asarray(np.multiply(losses, weights))
+    try:
+        return np.asarray(np.multiply(losses, weights))
+    except ValueError:  # numpy's broadcast error
+        raise errors.InvalidArgumentError(
+            None,
+            "Mul",
+            f"Incompatible shapes: {_dims(losses)} vs. {_dims(weights)} [Op:Mul]",
+        ) from None
+
+
+def _dims(array: np.ndarray) -> str:
+    """A shape as TF's messages write it: ``[3,4]``."""
+    return "[" + ",".join(str(d) for d in array.shape) + "]"
 
 
 def compute_average_loss(

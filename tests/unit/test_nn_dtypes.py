@@ -53,3 +53,21 @@ def test_floating_losses_keep_their_dtype() -> None:
 def test_a_bool_loss_is_refused_as_tf() -> None:
     with pytest.raises(errors.InvalidArgumentError, match="Value for attr 'T' of bool"):
         nn.compute_average_loss(np.array([True, False]), global_batch_size=2)
+
+
+@pytest.mark.parametrize(
+    ("losses", "weights", "message"),
+    [
+        ((3,), (2,), r"Incompatible shapes: \[3\] vs\. \[2\] \[Op:Mul\]"),
+        ((3,), (3, 2), r"Can not squeeze dim\[1\], expected a dimension of 1, got 2"),
+        ((3, 4), (3, 5), r"Incompatible shapes: \[3,4\] vs\. \[3,5\] \[Op:Mul\]"),
+    ],
+)
+def test_sample_weights_that_do_not_fit_raise_tfs_error(
+    losses: tuple[int, ...], weights: tuple[int, ...], message: str
+) -> None:
+    # TF 2.21: InvalidArgumentError from its Mul or Squeeze (ours raised numpy's ValueError)
+    with pytest.raises(errors.InvalidArgumentError, match=message):
+        nn.compute_average_loss(
+            np.ones(losses, np.float32), sample_weight=np.ones(weights), global_batch_size=3
+        )
