@@ -80,8 +80,8 @@ class Checkpoint:
         if root is not None and not is_container(root):
             raise _not_trackable("root", root)
         object.__setattr__(self, "_root", root)  # its children are read at each use, as TF's
+        tracked = {} if root is None else dict(_tracked_children(root))
         for name, value in sorted(kwargs.items()):
-            tracked = {} if root is None else dict(_tracked_children(root))
             if tracked.get(name, value) is not value:
                 raise ValueError(  # TF's: root's child would be saved under neither name
                     f"Cannot create a Checkpoint with keyword argument {name} if root.{name} "
