@@ -335,7 +335,10 @@ class PreemptionCheckpointHandler:
                 "PreemptionCheckpointHandler: the workers are at different steps: "
                 f"{low // 4} run() calls on some, {high // 4} on others (this worker: "
                 f"{self._run_counter}). Every worker must call run() (or "
-                "save_checkpoint_if_preempted()) once per step, and restore the same checkpoint."
+                "save_checkpoint_if_preempted()) once per step, and restore the same checkpoint: "
+                "give every worker the chief's checkpoint directory (TF's tutorial gives the "
+                "others a manager in workertemp_<task_id>, where mwms_mpi keeps no copy: its "
+                "Checkpoint writes and removes the non-chief copies itself)."
             )
         agreed = high % 4
         if agreed == _FINAL or (agreed == _NOTICE and not self._final_checkpoint_countdown):

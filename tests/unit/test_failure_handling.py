@@ -218,6 +218,9 @@ def test_workers_at_different_steps_raise(tmp_path: Path) -> None:
     handler = _handler_with_peers(tmp_path, _OtherWorkers(runs_ahead=1))
     with pytest.raises(RuntimeError, match=r"different steps: 0 run\(\) calls on some, 1 on"):
         handler.run(lambda: None)
+    # the likeliest cause, TF's tutorial's non-chief manager in workertemp_<id>, is named
+    with pytest.raises(RuntimeError, match=r"give every worker the chief's checkpoint directory"):
+        handler.run(lambda: None)
 
 
 def test_argument_errors_as_tf(tmp_path: Path) -> None:
