@@ -319,13 +319,15 @@ class PreemptionCheckpointHandler:
             return
         if self._step_to_checkpoint is not None:
             if self._step_to_checkpoint == self._run_counter:
-                self._step_to_checkpoint = None
+                # As TF: a save that raised, or an exit that did not end the program (exit_fn
+                # raised, or its SystemExit was caught), is made again by the next call.
                 self._save_checkpoint(*args, **kwargs)
                 if self._grace_period <= 0 or self._final_checkpoint_countdown:
                     self._exit()
                 else:
                     _LOG.info("Continue training for the grace period.")
                     self._final_checkpoint_countdown = True
+                self._step_to_checkpoint = None
             return
         low, high = _min_max_over_workers(
             self._communicator, 4 * self._run_counter + self._own_notice()
@@ -365,7 +367,6 @@ class PreemptionCheckpointHandler:
     def _exit(self) -> None:
         """Runs ``exit_fn`` (default: exit code 42) as an exit every worker agreed on."""
         self._stop_poll_termination_signal_thread()
-        self._exited = True
         if self._exit_fn is None:
             agreed_exit(RESTART_CODE)  # TF: `sys.exit(42)` off GCP
         try:
@@ -374,3 +375,4 @@ class PreemptionCheckpointHandler:
             if exc.code is None or isinstance(exc.code, int):
                 agreed_exit(exc.code or 0)
             raise
+        self._exited = True  # exit_fn returned: training goes on, with no more saves (TF)

@@ -266,3 +266,55 @@ def test_watch_preemption_scope_lets_errors_through(tmp_path: Path) -> None:
         handler.run(lambda: None)
     with pytest.raises(errors.UnavailableError), handler.watch_preemption_scope():
         raise errors.UnavailableError(None, None, "peer gone")
+
+
+def test_an_exit_that_does_not_end_the_program_saves_and_exits_again_as_tf(
+    tmp_path: Path,
+) -> None:
+    # TF 2.21, SIGTERM before the first run, SystemExit(42) caught by the caller: every later
+    # run() saves again and exits again, without training (calls 2-5; ckpt-4, save_counter 4,
+    # total_run_calls 1). It exited once here and then trained on.
+    weight = mwms_mpi.Variable(np.float64(0.0))
+    checkpoint = train.Checkpoint(w=weight)
+    handler = PreemptionCheckpointHandler(None, checkpoint, str(tmp_path))
+    os.kill(os.getpid(), signal.SIGTERM)
+    codes = []
+    for _ in range(5):
+        try:
+            handler.run(lambda: weight.assign_add(1.0))
+        except SystemExit as exc:
+            codes.append(exc.code)
+    assert codes == [42, 42, 42, 42]
+    assert os.path.basename(str(train.latest_checkpoint(str(tmp_path)))) == "ckpt-4"
+    assert int(checkpoint.save_counter) == 4 and float(weight.numpy()) == 1.0
+
+
+def test_a_save_that_failed_is_made_again_at_the_next_call_as_tf(tmp_path: Path) -> None:
+    # TF 2.21: the preemption save raises OSError at call 2; the caller goes on; call 3 saves
+    # (checkpointed_runs 1, w 1.0) and exits 42. Here call 3 trained once more (runs 2, w 2.0).
+    weight = mwms_mpi.Variable(np.float64(0.0))
+    checkpoint = train.Checkpoint(w=weight)
+    manager = train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=1)
+    failures = [OSError("transient disk error")]
+
+    def save_fn() -> None:
+        if failures:
+            raise failures.pop()
+        manager.save()
+
+    handler = PreemptionCheckpointHandler(
+        None, manager, termination_config=TerminationConfig(save_fn=save_fn)
+    )
+    os.kill(os.getpid(), signal.SIGTERM)
+    outcomes = []
+    for _ in range(6):
+        try:
+            handler.run(lambda: weight.assign_add(1.0))
+            outcomes.append("ran")
+        except OSError:
+            outcomes.append("OSError")
+        except SystemExit as exc:
+            outcomes.append(f"exit {exc.code}")
+            break
+    assert outcomes == ["ran", "OSError", "exit 42"]
+    assert _saved_runs(tmp_path) == 1 and float(weight.numpy()) == 1.0
