@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _context, errors
-from mwms_mpi.values.convert import as_array, truediv
+from mwms_mpi.values.convert import as_array, truediv, truediv_dtype
 from mwms_mpi.values.foreign import array_namespace
 
 __all__ = ["compute_average_loss", "scale_regularization_loss"]
@@ -224,16 +224,13 @@ def _scale_in_namespace(xp: Any, loss: Any, replicas: int) -> Any:
 
 
 def _divide_in_namespace(xp: Any, total: Any, divisor: int) -> Any:
-    """``total / divisor`` in ``xp`` with TF's ``truediv`` dtypes (``convert.truediv``'s rule
-    for arrays of another library: integers into float32 or float64, floats kept).
+    """``total / divisor`` in ``xp`` with TF's ``truediv`` dtypes (``convert.truediv_dtype``:
+    integers into float32 or float64, floats kept).
 
     Raises:
       TypeError: for a bool ``total`` (TF has no division of bools).
     """
-    dtype = np.dtype(total.dtype)
-    if dtype.kind == "b":
-        raise TypeError("`x` and `y` must have the same dtype, got tf.bool != tf.int32.")
-    if dtype.kind in "iu":
-        target = xp.float32 if dtype.itemsize <= 2 else xp.float64
-        return _astype(xp, total, target) / xp.asarray(divisor, dtype=target)
-    return total / xp.asarray(divisor, dtype=total.dtype)
+    target = truediv_dtype(total.dtype)
+    if target != np.dtype(total.dtype):
+        total = _astype(xp, total, target)
+    return total / xp.asarray(divisor, dtype=target)

@@ -208,9 +208,10 @@ class Optimizer:
         return self._distributed_apply(entry.strategy, pairs)
 
     def _distributed_apply(self, strategy: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
-        _require_scope(strategy, [v for _, v in pairs])
-        self._build(strategy, [v for _, v in pairs])
-        for _, var in pairs:
+        given = [v for _, v in pairs]
+        _require_scope(strategy, given)
+        self._build(strategy, given)
+        for var in given:
             if id(var) not in self._slots:
                 raise ValueError(
                     f"Unknown variable: {var!r}. This optimizer can only be called for the "

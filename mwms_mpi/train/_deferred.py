@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 _LOCK = threading.RLock()
 
@@ -54,12 +54,15 @@ class _Entry:
 _entries: dict[int, _Entry] = {}
 
 
-def _forget(key: int) -> Callable[[weakref.ref[Any]], None]:
+def _forget(table: dict[int, Any], key: int) -> Callable[[weakref.ref[Any]], None]:
+    """A weakref callback that drops ``table[key]`` when its object dies (unless the key was
+    reused by a newer object: each record holds its own ``ref``)."""
+
     def callback(ref: weakref.ref[Any]) -> None:
         with _LOCK:
-            entry = _entries.get(key)
-            if entry is not None and entry.ref is ref:
-                del _entries[key]
+            record = table.get(key)
+            if record is not None and record.ref is ref:
+                del table[key]
 
     return callback
 
@@ -73,7 +76,7 @@ def register(obj: Any, pending: Pending) -> bool:
         entry = _entries.get(id(obj))
         if entry is None or entry.ref() is not obj:
             try:
-                ref = weakref.ref(obj, _forget(id(obj)))
+                ref = weakref.ref(obj, _forget(_entries, id(obj)))
             except TypeError:
                 return False
             entry = _entries[id(obj)] = _Entry(ref)
@@ -84,34 +87,29 @@ def register(obj: Any, pending: Pending) -> bool:
 
 # The restore (its sequence number) that last gave each live object its value: TF's
 # ``_update_uid``, which keeps an earlier restore's waiting value off an object a later one set.
-_restored_by: dict[int, tuple[weakref.ref[Any], int]] = {}
+class _Restored(NamedTuple):
+    ref: weakref.ref[Any]
+    sequence: int
+
+
+_restored_by: dict[int, _Restored] = {}
 
 
 def restored(leaf: Any, sequence: int) -> None:
     """Records that restore ``sequence`` gave ``leaf`` its value."""
     try:
-        ref = weakref.ref(leaf, _forget_restored(id(leaf)))
+        ref = weakref.ref(leaf, _forget(_restored_by, id(leaf)))
     except TypeError:  # cannot be weakly referenced: no record, every restore may set it
         return
     with _LOCK:
-        _restored_by[id(leaf)] = (ref, sequence)
+        _restored_by[id(leaf)] = _Restored(ref, sequence)
 
 
 def newer_restore(leaf: Any, sequence: int) -> bool:
     """Whether a restore newer than ``sequence`` gave ``leaf`` its value already."""
     with _LOCK:
         record = _restored_by.get(id(leaf))
-    return record is not None and record[0]() is leaf and record[1] > sequence
-
-
-def _forget_restored(key: int) -> Callable[[weakref.ref[Any]], None]:
-    def callback(ref: weakref.ref[Any]) -> None:
-        with _LOCK:
-            record = _restored_by.get(key)
-            if record is not None and record[0] is ref:
-                del _restored_by[key]
-
-    return callback
+    return record is not None and record.ref() is leaf and record.sequence > sequence
 
 
 def notify(obj: Any) -> None:

@@ -98,6 +98,21 @@ def convert_to_dtype(value: Any, dtype: Any) -> Any:
     return np.array(as_array(value), dtype=dtype, copy=True)
 
 
+def truediv_dtype(dtype: Any) -> np.dtype:
+    """The dtype of a division of ``dtype`` values (TF's ``_TRUEDIV_TABLE``): 8- and 16-bit
+    integers give float32, wider ones float64; floating and complex dtypes are kept.
+
+    Raises:
+      TypeError: for bool (TF: "`x` and `y` must have the same dtype").
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        raise TypeError("`x` and `y` must have the same dtype, got tf.bool != tf.int32.")
+    if dtype.kind in "iu":
+        return np.dtype(np.float32 if dtype.itemsize <= 2 else np.float64)
+    return dtype
+
+
 def truediv(x: Any, n: Any, owned: bool = False) -> Any:
     """``x / n`` with TF's ``truediv`` dtypes: the one division rule (MEAN, aggregation MEAN).
 
@@ -114,15 +129,12 @@ def truediv(x: Any, n: Any, owned: bool = False) -> Any:
     Raises:
       TypeError: for bool ``x`` (TF: "`x` and `y` must have the same dtype").
     """
-    kind = x.dtype.kind
+    target = truediv_dtype(x.dtype)
     xp = _arrays.array_module(x)
     if xp is not np and not _arrays.is_device_array(n) and np.ndim(n) == 0:
         n = np.asarray(n).item()  # CuPy takes Python numbers, not host arrays
-    if kind in "iu":
-        target = np.float32 if x.dtype.itemsize <= 2 else np.float64
+    if target != x.dtype:  # integers
         return _arrays.as_result(xp.true_divide(x, n, dtype=target))
-    if kind == "b":
-        raise TypeError("`x` and `y` must have the same dtype, got tf.bool != tf.int32.")
     if owned and x.ndim:
         xp.true_divide(x, n, out=x, casting="unsafe")
         return x
