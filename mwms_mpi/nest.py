@@ -6,7 +6,7 @@ import collections
 import collections.abc as abc
 import enum
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "assert_same_structure",
@@ -17,36 +17,46 @@ __all__ = [
     "pack_sequence_as",
 ]
 
+
+class Composite(Protocol):
+    """A composite (``IndexedSlices``) for ``expand_composites``, as TF's ``CompositeTensor``:
+    a hook, nest (layer 0) imports no values (``docs/architecture.md``, "Layers").
+    ``_nest_components``: TF's ``_to_components``, in TF's order; ``_nest_from_components``:
+    the inverse; ``_nest_type_spec``: (key, TF's ``TypeSpec`` text); equal keys match."""
+
+    def _nest_components(self) -> list[Any]: ...
+    @classmethod
+    def _nest_from_components(cls, components: list[Any]) -> Any: ...
+    def _nest_type_spec(self) -> tuple[Any, str]: ...
+
+
 # What a type is to nest, decided once per type (isinstance against the ABCs is slow).
 _LEAF = 0
 _SEQ = 1  # list, tuple and other Sequences: children in iteration order
 _NAMEDTUPLE = 2  # children in field order; packed back with type(x)(*args)
 _MAP = 3  # Mappings: children in sorted-key order, as TF does (never hash or insertion order)
 _VIEW = 4  # mapping views: children in iteration order; packed back into a list
+_ATTRS = 5  # attrs classes: ``__attrs_attrs__`` fields in definition order; type(x)(*args)
+_CUSTOM = 6  # TF's CustomNestProtocol: ``__tf_flatten__()[1]``; ``__tf_unflatten__`` packs
+_COMPOSITE = 7  # a Composite: an atom, unless expand_composites (then one child, its components)
 
-_KIND: dict[type, int] = {
-    list: _SEQ,
-    tuple: _SEQ,
-    dict: _MAP,
-    type(None): _LEAF,
-    bool: _LEAF,
-    int: _LEAF,
-    float: _LEAF,
-    complex: _LEAF,
-    str: _LEAF,
-    bytes: _LEAF,
-}
+_KIND: dict[type, int] = {list: _SEQ, tuple: _SEQ, dict: _MAP}
+_KIND.update(dict.fromkeys((type(None), bool, int, float, complex, str, bytes), _LEAF))
 _KIND_CACHE_LIMIT = 4096  # classes made on the fly (namedtuples in a loop) must not grow it forever
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 
 
 def _classify(cls: type) -> int:
-    # TF's IsNestedHelper: Mappings, mapping views and Sequences other than str/bytes are nested;
-    # everything else (sets, numpy arrays, scalars, None) is a leaf.
+    # TF's IsNestedHelper: Mappings, mapping views, attrs classes, TF's CustomNestProtocol (both
+    # methods) and Sequences but str/bytes are nested; the rest (sets, arrays, None) are leaves.
     if issubclass(cls, abc.Mapping):
         return _MAP
     if issubclass(cls, abc.MappingView):
         return _VIEW
+    if hasattr(cls, "__attrs_attrs__"):
+        return _ATTRS
+    if hasattr(cls, "__tf_flatten__") and hasattr(cls, "__tf_unflatten__"):
+        return _CUSTOM
     if issubclass(cls, tuple):
         fields = getattr(cls, "_fields", None)
         if isinstance(fields, abc.Sequence) and all(isinstance(f, str) for f in fields):
@@ -54,17 +64,17 @@ def _classify(cls: type) -> int:
         return _SEQ
     if issubclass(cls, abc.Sequence) and not issubclass(cls, (str, bytes)):
         return _SEQ
-    return _LEAF
+    return _COMPOSITE if hasattr(cls, "_nest_components") else _LEAF
 
 
-def _kind(value: Any) -> int:
+def _kind(value: Any, expand: bool = False) -> int:
     cls = type(value)
     kind = _KIND.get(cls)
     if kind is None:
         kind = _classify(cls)
         if len(_KIND) < _KIND_CACHE_LIMIT:
             _KIND[cls] = kind
-    return kind
+    return _LEAF if kind == _COMPOSITE and not expand else kind
 
 
 def _sorted_keys(mapping: Any, for_pack: bool = False) -> list[Any]:
@@ -80,6 +90,12 @@ def _sorted_keys(mapping: Any, for_pack: bool = False) -> list[Any]:
 def _children(value: Any, kind: int, for_pack: bool = False) -> Iterable[Any]:
     if kind == _MAP:
         return [value[key] for key in _sorted_keys(value, for_pack)]
+    if kind == _ATTRS:
+        return [getattr(value, a.name) for a in type(value).__attrs_attrs__]
+    if kind == _CUSTOM:
+        return value.__tf_flatten__()[1]
+    if kind == _COMPOSITE:
+        return [list(value._nest_components())]  # one child, as TF's SingleValueIterator
     return value
 
 
@@ -90,17 +106,15 @@ def _sequence_like(instance: Any, args: list[Any]) -> Any:
         return args
     if cls is tuple:
         return tuple(args)
-    kind = _kind(instance)
+    kind = _kind(instance, expand=True)
     if kind == _MAP:
         result = dict(zip(_sorted_keys(instance, for_pack=True), args, strict=False))
         if issubclass(cls, abc.MutableMapping):
             # Same type (and default_factory), keys in the instance's own order.
             if cls is dict:
                 return {key: result[key] for key in instance}
-            if cls is collections.defaultdict:
-                packed: Any = collections.defaultdict(instance.default_factory)
-            else:
-                packed = cls()
+            is_default = cls is collections.defaultdict
+            packed: Any = cls(instance.default_factory) if is_default else cls()
             for key in instance:
                 packed[key] = result[key]
             return packed
@@ -114,23 +128,22 @@ def _sequence_like(instance: Any, args: list[Any]) -> Any:
             ) from None
     if kind == _VIEW or cls is range:
         return list(args)
-    if kind == _NAMEDTUPLE:
+    if kind in (_NAMEDTUPLE, _ATTRS):
         return cls(*args)
+    if kind == _CUSTOM:
+        return instance.__tf_unflatten__(instance.__tf_flatten__()[0], tuple(args))
+    if kind == _COMPOSITE:
+        return cls._nest_from_components(args[0])
     return cls(args)
 
 
 def is_nested(seq: Any) -> bool:
     """Returns true if its input is a nested structure.
 
-    Lists, tuples (namedtuples included), dicts and other mappings, mapping views and other
-    ``collections.abc.Sequence`` types except strings and bytes are nested structures; anything
-    else (``None``, numbers, strings, sets, numpy arrays) is an atom.
-
-    Args:
-      seq: the value to test.
-
-    Returns:
-      True if the input is a nested structure.
+    Lists, tuples (namedtuples included), dicts and other mappings, mapping views, other
+    ``collections.abc.Sequence`` types except strings and bytes, attrs classes and TF's
+    ``__tf_flatten__``/``__tf_unflatten__`` protocol are nested structures; anything else
+    (``None``, numbers, strings, sets, numpy arrays, ``IndexedSlices``) is an atom.
     """
     return _kind(seq) != _LEAF
 
@@ -144,7 +157,7 @@ def flatten(structure: Any, expand_composites: bool = False) -> list[Any]:
 
     Args:
       structure: an atom or a nested structure. Note, numpy arrays are considered atoms.
-      expand_composites: accepted for TF's signature; there are no composite tensors here.
+      expand_composites: if true, an ``IndexedSlices`` is ``values, indices[, dense_shape]``.
 
     Returns:
       A Python list, the flattened version of the input.
@@ -152,8 +165,8 @@ def flatten(structure: Any, expand_composites: bool = False) -> list[Any]:
     Raises:
       TypeError: The nest is or contains a dict with non-sortable keys.
     """
-    del expand_composites
-    kind = _kind(structure)
+    expand = bool(expand_composites)
+    kind = _kind(structure, expand)
     if kind == _LEAF:
         return [structure]
     flat: list[Any] = []
@@ -164,8 +177,8 @@ def flatten(structure: Any, expand_composites: bool = False) -> list[Any]:
     while stack:
         for item in stack[-1]:
             item_kind = kind_of(type(item))
-            if item_kind is None:
-                item_kind = _kind(item)
+            if item_kind is None or item_kind == _COMPOSITE:
+                item_kind = _kind(item, expand)
             if item_kind == _LEAF:
                 append(item)
             else:
@@ -194,7 +207,7 @@ def describe(structure: Any, leaf: Callable[[Any], str]) -> str:
             keys = list(structure)
         parts = (f"{_key_text(k)}: {describe(structure[k], leaf)}" for k in keys)
         return "{" + ", ".join(parts) + "}"
-    items = [describe(child, leaf) for child in structure]
+    items = [describe(child, leaf) for child in _children(structure, kind)]
     cls = type(structure)
     if kind == _NAMEDTUPLE:
         fields = ", ".join(f"{f}={t}" for f, t in zip(cls._fields, items, strict=False))
@@ -225,14 +238,14 @@ def _truncate(value: Any, length: int) -> str:
     return text[:length] + (text[length:] and "...")
 
 
-def _packed_nest_with_indices(structure: Any, flat: Any, index: int) -> tuple[int, list[Any]]:
+def _pack(structure: Any, flat: Any, index: int, expand: bool) -> tuple[int, list[Any]]:
     packed: list[Any] = []
-    for child in _children(structure, _kind(structure), for_pack=True):
-        if _kind(child) == _LEAF:
+    for child in _children(structure, _kind(structure, expand), for_pack=True):
+        if _kind(child, expand) == _LEAF:
             packed.append(flat[index])
             index += 1
         else:
-            index, sub = _packed_nest_with_indices(child, flat, index)
+            index, sub = _pack(child, flat, index, expand)
             packed.append(_sequence_like(child, sub))
     return index, packed
 
@@ -246,27 +259,25 @@ def pack_sequence_as(structure: Any, flat_sequence: Any, expand_composites: bool
     ``default_factory``); namedtuples are rebuilt with their own class.
 
     Args:
-      structure: Nested structure, whose structure is given by nested lists, tuples, and dicts.
-        Note: numpy arrays and strings are considered scalars.
+      structure: an atom or a nested structure (numpy arrays and strings are atoms).
       flat_sequence: flat sequence to pack.
-      expand_composites: accepted for TF's signature; there are no composite tensors here.
+      expand_composites: if true, composites are packed from their components.
 
     Returns:
-      packed: ``flat_sequence`` converted to have the same recursive structure as
-      ``structure``.
+      ``flat_sequence`` packed into the recursive structure of ``structure``.
 
     Raises:
       ValueError: If ``flat_sequence`` and ``structure`` have different atom counts.
       TypeError: ``flat_sequence`` is not a sequence, or ``structure`` is or contains a dict
         with non-sortable keys.
     """
-    del expand_composites
+    expand = bool(expand_composites)
     if _kind(flat_sequence) == _LEAF:
         raise TypeError(
             f"Attempted to pack value:\n  {_truncate(flat_sequence, 100)}\ninto a structure, "
             f"but found incompatible type `{type(flat_sequence)}` instead."
         )
-    if _kind(structure) == _LEAF:
+    if _kind(structure, expand) == _LEAF:
         if len(flat_sequence) != 1:
             raise ValueError(
                 f"The target structure is of type `{type(structure)}`\n  "
@@ -277,11 +288,11 @@ def pack_sequence_as(structure: Any, flat_sequence: Any, expand_composites: bool
             )
         return flat_sequence[0]
     try:
-        final_index, packed = _packed_nest_with_indices(structure, flat_sequence, 0)
+        final_index, packed = _pack(structure, flat_sequence, 0, expand)
         if final_index < len(flat_sequence):
             raise IndexError
     except IndexError:
-        flat_structure = flatten(structure)
+        flat_structure = flatten(structure, expand)
         if len(flat_structure) != len(flat_sequence):
             raise ValueError(
                 f"Could not pack sequence. Structure had {len(flat_structure)} atoms, but "
@@ -327,10 +338,12 @@ def _type_mismatch(nest1: Any, nest2: Any) -> tuple[str, bool]:
     )
 
 
-def _structure_error(nest1: Any, nest2: Any, check_types: bool) -> tuple[str, bool] | None:
+def _structure_error(
+    nest1: Any, nest2: Any, check_types: bool, expand: bool = False
+) -> tuple[str, bool] | None:
     """Returns (message, is_type_error) for the first difference, or None (TF's C++ helper)."""
-    kind1 = _kind(nest1)
-    kind2 = _kind(nest2)
+    kind1 = _kind(nest1, expand)
+    kind2 = _kind(nest2, expand)
     if (kind1 == _LEAF) != (kind2 == _LEAF):
         seq, atom = (nest1, nest2) if kind2 == _LEAF else (nest2, nest1)
         return (
@@ -352,24 +365,26 @@ def _structure_error(nest1: Any, nest2: Any, check_types: bool) -> tuple[str, bo
             and not (kind1 == _MAP and kind2 == _MAP)
         ):
             return _type_mismatch(nest1, nest2)
-        if (
-            isinstance(nest1, dict)
-            and isinstance(nest2, dict)
-            and (len(nest1) != len(nest2) or any(key not in nest2 for key in nest1))
-        ):
+        # Every Mapping (TF's collections.abc.Mapping), not only dicts.
+        if kind1 == kind2 == _MAP and (len(nest1) != len(nest2) or nest1.keys() - nest2.keys()):
             return (
                 "The two dictionaries don't have the same set of keys. First structure has keys "
                 f"{_describe(list(nest1))}, while second structure has keys "
                 f"{_describe(list(nest2))}",
                 False,
             )
+    if kind1 == _COMPOSITE and kind2 == _COMPOSITE:  # checked with check_types=False too
+        (key1, spec1), (key2, spec2) = nest1._nest_type_spec(), nest2._nest_type_spec()
+        if key1 != key2:
+            text1, text2 = (f"type={s.partition('(')[0]} str={s}" for s in (spec1, spec2))
+            return f"Incompatible CompositeTensor TypeSpecs: {text1} vs. {text2}", False
     children1 = list(_children(nest1, kind1))
     children2 = list(_children(nest2, kind2))
     kind_of = _KIND.get
     for child1, child2 in zip(children1, children2, strict=False):
         if kind_of(type(child1)) == _LEAF and kind_of(type(child2)) == _LEAF:
             continue  # the common case, without a call
-        error = _structure_error(child1, child2, check_types)
+        error = _structure_error(child1, child2, check_types, expand)
         if error is not None:
             return error
     if len(children1) != len(children2):
@@ -391,23 +406,16 @@ def assert_same_structure(
     Args:
       nest1: an atom or a nested structure.
       nest2: an atom or a nested structure.
-      check_types: if ``True`` (default) types of structures are checked as well, including
-        the keys of dictionaries. If set to ``False``, for example a list and a tuple of
-        objects will look the same if they have the same size. Note that namedtuples with
-        identical name and fields are always considered to have the same shallow structure.
-        Two types will also be considered the same if they are both list subtypes, or both
-        mappings. ``check_types=True`` only checks type of sub-structures. The types of atoms
-        are not checked.
-      expand_composites: accepted for TF's signature; there are no composite tensors here.
+      check_types: if ``True`` (default) types of sub-structures are checked as well, and the
+        keys of mappings. Namedtuples with identical name and fields, two list subtypes or two
+        mappings count as the same type.
+      expand_composites: if true, composites are compared by their ``TypeSpec`` and components.
 
     Raises:
-      ValueError: If the two structures do not have the same number of atoms or if the two
-        structures are not nested in the same way.
-      TypeError: If the two structures differ in the type of sequence in any of their
-        substructures. Only possible if ``check_types`` is ``True``.
+      ValueError: the two structures are not nested in the same way.
+      TypeError: with ``check_types``, two sub-structures differ in type.
     """
-    del expand_composites
-    error = _structure_error(nest1, nest2, bool(check_types))
+    error = _structure_error(nest1, nest2, bool(check_types), bool(expand_composites))
     if error is None:
         return
     message, is_type_error = error
@@ -423,31 +431,31 @@ def assert_same_structure(
     )
 
 
-def _map_one(func: Callable[..., Any], structure: Any) -> Any:
-    kind = _kind(structure)
+def _map_one(func: Callable[..., Any], structure: Any, expand: bool = False) -> Any:
+    kind = _kind(structure, expand)
     if kind == _LEAF:
         return func(structure)
     kind_of = _KIND.get
     return _sequence_like(
         structure,
         [
-            func(c) if kind_of(type(c)) == _LEAF else _map_one(func, c)
+            func(c) if kind_of(type(c)) == _LEAF else _map_one(func, c, expand)
             for c in _children(structure, kind)
         ],
     )
 
 
-def _map_many(func: Callable[..., Any], structures: tuple[Any, ...]) -> Any:
+def _map_many(func: Callable[..., Any], structures: tuple[Any, ...], expand: bool) -> Any:
     first = structures[0]
-    kind = _kind(first)
+    kind = _kind(first, expand)
     if kind == _LEAF:
         return func(*structures)
-    columns = [_children(s, _kind(s)) for s in structures]
+    columns = [_children(s, _kind(s, expand)) for s in structures]
     kind_of = _KIND.get
     return _sequence_like(
         first,
         [
-            func(*row) if kind_of(type(row[0])) == _LEAF else _map_many(func, row)
+            func(*row) if kind_of(type(row[0])) == _LEAF else _map_many(func, row, expand)
             for row in zip(*columns, strict=False)
         ],
     )
@@ -463,30 +471,22 @@ def map_structure(func: Callable[..., Any], *structure: Any, **kwargs: Any) -> A
     Args:
       func: A callable that accepts as many arguments as there are structures.
       *structure: atom or nested structure.
-      **kwargs: Valid keyword args are ``check_types`` (if ``True``, the default, the types of
-        iterables within the structures have to be same, e.g. ``map_structure(func, [1], (1,))``
-        raises a ``TypeError``; set it to ``False`` to allow this) and ``expand_composites``
-        (accepted, without effect here).
+      **kwargs: ``check_types`` (default True: ``map_structure(func, [1], (1,))`` raises a
+        ``TypeError``) and ``expand_composites`` (composites expanded as :func:`flatten` does).
 
     Returns:
-      A new structure with the same arity as ``structure[0]``, whose atoms correspond to
-      ``func(x[0], x[1], ...)`` where ``x[i]`` is the atom in the corresponding location in
-      ``structure[i]``. If there are different structure types and ``check_types`` is ``False``
-      the structure types of the first structure will be used.
+      A new structure shaped as ``structure[0]`` (its types where ``check_types`` is False).
 
     Raises:
-      TypeError: If ``func`` is not callable or if the structures do not match each other by
-        depth tree.
-      ValueError: If no structure is provided or if the structures do not match each other by
-        type.
-      ValueError: If wrong keyword arguments are provided.
+      TypeError: ``func`` is not callable, or the structures' types differ.
+      ValueError: no structure, wrong keyword arguments, or the structures differ.
     """
     if not callable(func):
         raise TypeError(f"func must be callable, got: {func}")
     if not structure:
         raise ValueError("Must provide at least one structure")
     check_types = kwargs.pop("check_types", True)
-    kwargs.pop("expand_composites", False)
+    expand = bool(kwargs.pop("expand_composites", False))
     if kwargs:
         raise ValueError(
             "Only valid keyword arguments are `check_types` and `expand_composites`, not: `"
@@ -494,7 +494,7 @@ def map_structure(func: Callable[..., Any], *structure: Any, **kwargs: Any) -> A
             + "`"
         )
     if len(structure) == 1:
-        return _map_one(func, structure[0])
+        return _map_one(func, structure[0], expand)
     for other in structure[1:]:
-        assert_same_structure(structure[0], other, check_types=check_types)
-    return _map_many(func, structure)
+        assert_same_structure(structure[0], other, check_types, expand)
+    return _map_many(func, structure, expand)

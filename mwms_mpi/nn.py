@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _context, errors
+from mwms_mpi._tf_sum import reduce_sum_all
 from mwms_mpi.values.convert import as_array, truediv, truediv_dtype
 from mwms_mpi.values.foreign import array_namespace
 
@@ -117,7 +118,7 @@ def compute_average_loss(
     batch = np.asarray(as_array(global_batch_size))
     _check_global_batch_size(batch)
     _refuse_bool(input_dtype)
-    total = np.asarray(np.sum(losses, dtype=input_dtype))
+    total = reduce_sum_all(losses)  # TF's addition order: TF's last bits
     if batch == 0:  # div_no_nan: 0, of the division's dtype
         return np.asarray(truediv(np.zeros((), input_dtype), 1))
     return np.asarray(truediv(total, batch.astype(input_dtype)))

@@ -70,6 +70,7 @@ LAYERS: dict[str, int] = {
     "_logging": 0,
     "_failure_report": 0,
     "_arrays": 0,
+    "_tf_sum": 0,
     "_env": 0,
     "_interpreter": 0,
     "cluster": 1,
@@ -102,6 +103,7 @@ DISTRIBUTE_RANKS: dict[str, int] = {
     "multi_step": 0,
     "cluster_resolver": 0,
     "_state_copy": 0,
+    "_reduce_sum": 0,
     # cross-device reductions and input pipelines, below any strategy class
     "cross_device_ops": 1,
     "input_lib": 1,

@@ -98,7 +98,8 @@ _END = object()
 
 
 class Concatenate(_pipeline.Node):
-    """Its first input's elements, then its second's."""
+    """Its first input's elements, then its second's, all in the first's structure (a dict
+    element keeps the first input's key order, as TF packs every element in the common spec)."""
 
     joins_batches = True
 
@@ -110,16 +111,19 @@ class Concatenate(_pipeline.Node):
         return self._spec
 
     def cardinality(self) -> int:
+        """TF's: infinite if either input is (even when the other is unknown), else unknown if
+        either is, else the sum."""
         a, b = (n.cardinality() for n in self.inputs)
-        if _pipeline.UNKNOWN in (a, b):
-            return _pipeline.UNKNOWN
         if _pipeline.INFINITE in (a, b):
             return _pipeline.INFINITE
+        if _pipeline.UNKNOWN in (a, b):
+            return _pipeline.UNKNOWN
         return a + b
 
     def iterate(self, peek: bool = False) -> Iterator[Any]:
         yield from self.inputs[0].iterate(peek)
-        yield from self.inputs[1].iterate(peek)
+        for element in self.inputs[1].iterate(peek):
+            yield nest.pack_sequence_as(self._spec, nest.flatten(element))
 
 
 def common_spec(spec_a: Any, spec_b: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,8 @@ class TensorSlices(Node):
     def __init__(self, element: Any) -> None:
         self.element = element
         flat = nest.flatten(element)
+        if not flat:
+            raise ValueError("Invalid `element`. `element` should not be empty.")
         for array in flat:
             if array.ndim == 0:
                 raise ValueError("Unbatching a tensor is only supported for rank >= 1")
@@ -90,6 +92,8 @@ class TensorSlices(Node):
 
 class Tensors(Node):
     def __init__(self, element: Any) -> None:
+        if not nest.flatten(element):
+            raise _structure.no_components_error("TensorDataset", "Toutput_types")
         self.element = element
 
     def element_spec(self) -> Any:
@@ -114,8 +118,8 @@ class Range(Node):
         return len(self.values)
 
     def iterate(self, peek: bool = False) -> Iterator[Any]:
-        for value in self.values:
-            yield np.asarray(value, dtype=self.dtype)
+        for value in self.values:  # wrapped into the output type, as TF's cast wraps it
+            yield np.asarray(value, dtype=np.int64).astype(self.dtype)
 
 
 class Batch(Node):
@@ -165,16 +169,30 @@ class Batch(Node):
 class Unbatch(Node):
     def __init__(self, node: Node) -> None:
         self.inputs = (node,)
-        if any(not spec.shape for spec in nest.flatten(node.element_spec())):
+        specs = nest.flatten(node.element_spec())
+        if any(not spec.shape for spec in specs):
             raise ValueError("Cannot unbatch an input with scalar components.")
+        known = sorted({s.shape[0] for s in specs if s.shape[0] is not None})
+        if len(known) > 1:
+            raise ValueError(
+                "`unbatch()` is only supported for datasets of elements whose components have "
+                f"a matching leading dimension. Encountered both {known[0]} and {known[1]}."
+            )
+        dims = {s.shape[0] for s in specs}
+        # the rows per element when every component's leading dim is static (TF's cardinality)
+        self.rows: int | None = dims.pop() if len(dims) == 1 else None
 
     def element_spec(self) -> Any:
         spec = self.inputs[0].element_spec()
         return nest.map_structure(lambda s: TensorSpec(s.shape[1:], s.dtype), spec)
 
     def cardinality(self) -> int:
+        """TF's: the input's times the static leading dim; infinite and unknown stay so, and
+        without a static leading dim the count is unknown."""
         n = self.inputs[0].cardinality()
-        return INFINITE if n == INFINITE else UNKNOWN
+        if n < 0:
+            return n
+        return UNKNOWN if self.rows is None else n * self.rows
 
     def iterate(self, peek: bool = False) -> Iterator[Any]:
         return _rows(self.inputs[0].iterate(peek))
@@ -184,6 +202,12 @@ class Rebatch(Node):
     """TF's ``Dataset.rebatch`` (RebatchDatasetV2): unbatch, then batch with cycling sizes."""
 
     def __init__(self, node: Node, batch_sizes: list[int], drop_remainder: bool) -> None:
+        if any(not spec.shape for spec in nest.flatten(node.element_spec())):
+            raise ValueError(
+                "Invalid `batch_sizes`. Expected dataset with rank of >= 1 but found a dataset "
+                "with scalar elements. Fix the issue by adding the `batch` transformation to "
+                "the dataset."
+            )
         self.inputs = (node,)
         self.batch_sizes = batch_sizes
         self.drop_remainder = drop_remainder
@@ -311,49 +335,6 @@ class Repeat(Node):
             epoch += 1
 
 
-class Map(Node):
-    def __init__(self, node: Node, func: Callable[..., Any]) -> None:
-        self.inputs = (node,)
-        self.func = func
-        self._spec: Any = None
-
-    def call(self, element: Any) -> Any:
-        result = self.func(*element) if type(element) is tuple else self.func(element)
-        return _structure.normalize(result, lists_as_tuples=True)
-
-    def element_spec(self) -> Any:
-        if self._spec is None:
-            self._spec = _infer_spec(self)
-        return self._spec
-
-    def iterate(self, peek: bool = False) -> Iterator[Any]:
-        for element in self.inputs[0].iterate(peek):
-            yield self.call(element)
-
-
-class Filter(Node):
-    preserves_batch = True
-
-    def __init__(self, node: Node, predicate: Callable[..., Any]) -> None:
-        self.inputs = (node,)
-        self.predicate = predicate
-
-    def cardinality(self) -> int:
-        return UNKNOWN
-
-    def iterate(self, peek: bool = False) -> Iterator[Any]:
-        for element in self.inputs[0].iterate(peek):
-            keep = self.predicate(*element) if type(element) is tuple else self.predicate(element)
-            keep = _structure.normalize(keep, lists_as_tuples=True)
-            if not isinstance(keep, np.ndarray) or keep.dtype != np.bool_ or keep.ndim:
-                raise ValueError(
-                    "Invalid `predicate`. `predicate` must return a `tf.bool` scalar tensor, but "
-                    f"its return type is {_structure.spec_of(keep)}."
-                )
-            if keep:
-                yield element
-
-
 class Take(Node):
     preserves_batch = True
 
@@ -362,12 +343,14 @@ class Take(Node):
         self.count = count
 
     def cardinality(self) -> int:
+        """TF's formula, kept for negative counts (which take everything): ``take(-1)`` keeps
+        the input's cardinality, ``take(-2)`` of a finite input says -2 (``min(n, count)``)."""
         n = self.inputs[0].cardinality()
         if n == UNKNOWN:
             return UNKNOWN
         if n == INFINITE:
             return self.count
-        return n if self.count < 0 else min(n, self.count)
+        return n if self.count == INFINITE else min(n, self.count)
 
     def iterate(self, peek: bool = False) -> Iterator[Any]:
         if self.count == 0:
@@ -456,39 +439,3 @@ def _stack_rows(rows: list[Any], spec: Any) -> Any:
     return nest.map_structure(
         lambda s: np.zeros((0, *[0 if d is None else d for d in s.shape[1:]]), s.dtype), spec
     )
-
-
-def _probe(spec: Any, unknown: int, fill: int = 0) -> Any:
-    return nest.map_structure(
-        lambda s: np.full([unknown if d is None else d for d in s.shape], fill, s.dtype), spec
-    )
-
-
-def _infer_spec(node: Map) -> Any:
-    """A map's output spec: the function run on zero-filled inputs, then on inputs of other
-    sizes for unknown dims and filled with ones (a dim that differs stays unknown: TF's traced
-    shape of ``range(offset, offset + size)`` is unknown, a zeros probe alone would say 0); on a
-    probe failure, on the first real element."""
-    in_spec = node.inputs[0].element_spec()
-    has_unknown = any(None in s.shape for s in nest.flatten(in_spec))
-    try:
-        with np.errstate(all="ignore"):
-            spec = _structure.spec_of(node.call(_probe(in_spec, 2)))
-            if has_unknown:
-                spec = _structure.relax(spec, _structure.spec_of(node.call(_probe(in_spec, 3))))
-            try:  # a function the ones cannot go through keeps the zeros' spec
-                ones = _structure.spec_of(node.call(_probe(in_spec, 2, fill=1)))
-            except Exception:
-                ones = spec
-            if ones != spec:
-                spec = _structure.relax(spec, ones)
-        return spec
-    except Exception:  # the function cannot take zeros: use the first real element
-        for element in node.iterate(peek=True):
-            spec = _structure.spec_of(element)
-            if has_unknown:
-                spec = nest.map_structure(
-                    lambda s: TensorSpec([None] * len(s.shape), s.dtype), spec
-                )
-            return spec
-        raise

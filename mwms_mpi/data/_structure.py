@@ -17,26 +17,80 @@ def _is_namedtuple(value: Any) -> bool:
     return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
-def normalize(value: Any, lists_as_tuples: bool = False) -> Any:
+def normalize(value: Any, packs_arrays: bool = False) -> Any:
     """Returns ``value`` as an element: tuples, namedtuples and dicts nest, leaves are arrays.
+
+    Lists are values to convert, as ``tf.constant`` converts them (a function's result goes
+    through :func:`normalize_result` first, which makes a top-level list a tuple).
 
     Args:
       value: a dataset element or a function's result.
-      lists_as_tuples: treat lists as tuples (as TF does for a function's return value) rather
-        than as values to convert (as it does for ``from_tensor_slices`` input).
+      packs_arrays: a list holding arrays is packed in their dtype, as TF packs a list of
+        tensors (in a function's result the arrays stand for tensors: ``[x, x]`` of int64 ``x``
+        is int64, where ``tf.constant`` would make numpy int64 values int32).
 
-    Returns:
-      The same structure with numpy arrays at the leaves.
+    Raises:
+      ValueError: a dict inside a list (TF cannot convert it to a tensor).
     """
     if isinstance(value, abc.Mapping):
-        items = [(key, normalize(item, lists_as_tuples)) for key, item in value.items()]
+        items = [(key, normalize(item, packs_arrays)) for key, item in value.items()]
         mapping: Any = type(value)
         return dict(items) if mapping is dict else mapping(items)
     if _is_namedtuple(value):
-        return type(value)(*(normalize(item, lists_as_tuples) for item in value))
-    if isinstance(value, tuple) or (lists_as_tuples and isinstance(value, list)):
-        return tuple(normalize(item, lists_as_tuples) for item in value)
+        return type(value)(*(normalize(item, packs_arrays) for item in value))
+    if isinstance(value, tuple):
+        return tuple(normalize(item, packs_arrays) for item in value)
+    if isinstance(value, list):
+        _refuse_mappings(value)
+        arrays = [leaf for leaf in _list_leaves(value) if type(leaf) is np.ndarray]
+        if packs_arrays and arrays:
+            return np.array(value, dtype=np.result_type(*arrays))
     return to_array(value)
+
+
+def normalize_result(value: Any) -> Any:
+    """A ``map``/``filter`` function's result as an element.
+
+    TF's function tracing turns only a top-level list into a tuple; a list anywhere below is one
+    tensor (``lambda x: (x, [x, x])`` gives a scalar and a ``(2,)`` vector). ``None`` is an
+    element without components (refused by the callers, as TF refuses it).
+    """
+    if value is None:
+        return ()
+    if isinstance(value, list):
+        return tuple(normalize(item, packs_arrays=True) for item in value)
+    return normalize(value, packs_arrays=True)
+
+
+def _list_leaves(values: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """The non-list, non-tuple items of a nested list, in order."""
+    leaves = []
+    for item in values:
+        leaves.extend(_list_leaves(item) if isinstance(item, list | tuple) else [item])
+    return leaves
+
+
+def _refuse_mappings(values: list[Any] | tuple[Any, ...]) -> None:
+    """TF's error for a dict inside a list it converts (``from_tensor_slices([{'a': 1}])``)."""
+    for item in values:
+        if isinstance(item, abc.Mapping):
+            raise ValueError(
+                f"Attempt to convert a value ({item!r}) with an unsupported type "
+                f"({type(item)}) to a Tensor."
+            )
+        if isinstance(item, list | tuple):
+            _refuse_mappings(item)
+
+
+def no_components_error(op: str, attr: str) -> errors.InvalidArgumentError:
+    """TF's error for an element with no tensor in it (``from_tensors(())``, ``map`` returning
+    ``()`` or ``None``): its dataset op cannot have zero output types."""
+    return errors.InvalidArgumentError(
+        None,
+        op,
+        f"Length for attr '{attr}' of 0 must be at least minimum 1\n\t; NodeDef: "
+        f"{{{{node {op}}}}}; Op<name={op}; ...> [Op:{op}]",
+    )
 
 
 def spec_of(element: Any) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors, nest
-from mwms_mpi.data import _combine, _pipeline, _shuffle, _structure
+from mwms_mpi.data import _combine, _functions, _pipeline, _shuffle, _structure
 from mwms_mpi.data.options import Options
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "OwnedIterator"]
@@ -119,10 +119,9 @@ class Dataset:
         Returns:
           Dataset: A `Dataset`.
         """
-        del name
-        if tensors is None:
-            raise ValueError("Invalid `element`. `element` should not be empty.")
-        return Dataset(_pipeline.Tensors(_copy(_structure.normalize(tensors))))
+        del name  # None has no components: Tensors raises TF's InvalidArgumentError for it
+        element = () if tensors is None else _structure.normalize(tensors)
+        return Dataset(_pipeline.Tensors(_copy(element)))
 
     @staticmethod
     def range(*args: Any, output_type: Any = np.int64, name: str | None = None) -> Dataset:
@@ -147,7 +146,8 @@ class Dataset:
                 "Invalid `args`. The length of `args` should be between 1 and 3 but was "
                 f"{len(args)}."
             )
-        values = [_int_arg(arg, "RangeDataset") for arg in args]
+        # TF takes a bool as its int (range(True) is [0]); _int_arg refuses bools elsewhere
+        values = [_int_arg(int(a) if isinstance(a, bool) else a, "RangeDataset") for a in args]
         start, stop, step = (0, values[0], 1) if len(values) == 1 else (*values, 1)[:3]
         if step == 0:
             raise _invalid("RangeDataset", "step must be a non-zero integer.")
@@ -343,8 +343,8 @@ class Dataset:
         """Maps ``map_func`` across the elements of this dataset.
 
         A tuple element is passed to ``map_func`` as separate arguments; any other element
-        (a dict, a namedtuple, an array) as one argument. Returned lists become tuples and
-        Python values are converted like ``tf.constant``.
+        (a dict, a namedtuple, an array) as one argument. A returned top-level list becomes a
+        tuple; inner lists and Python values are converted like ``tf.constant``.
 
         Args:
           map_func: A function mapping a dataset element to another dataset element.
@@ -356,7 +356,7 @@ class Dataset:
           Dataset: A `Dataset`.
         """
         del num_parallel_calls, deterministic, name
-        return self._then(_pipeline.Map(self._node, map_func))
+        return self._then(_functions.Map(self._node, map_func))
 
     def filter(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
         """Filters this dataset according to ``predicate``.
@@ -373,7 +373,7 @@ class Dataset:
           ValueError: (when iterated) ``predicate`` returns something other than a bool scalar.
         """
         del name
-        return self._then(_pipeline.Filter(self._node, predicate))
+        return self._then(_functions.Filter(self._node, predicate))
 
     def take(self, count: int, name: str | None = None) -> Dataset:
         """Creates a ``Dataset`` with at most ``count`` elements from this dataset.

@@ -13,6 +13,7 @@ import numpy as np
 
 from mwms_mpi import _arrays, errors
 from mwms_mpi._config import switches
+from mwms_mpi._constant import tf_dtype_name
 from mwms_mpi.collective.deterministic import local_exact_sum
 from mwms_mpi.collective.exact import supports as exact_supports
 from mwms_mpi.types import ReduceOp
@@ -25,7 +26,6 @@ _REDUCE_DTYPES = frozenset(
     np.dtype(name) for name in ("float16", "float32", "float64", "int32", "int64")
 )
 _GATHER_DTYPES = _REDUCE_DTYPES
-_TF_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
 
 
 def check_collective_reduce_dtype(dtype: Any) -> None:
@@ -35,11 +35,10 @@ def check_collective_reduce_dtype(dtype: Any) -> None:
       InvalidArgumentError: for anything but float16/32/64, int32 and int64 (TF's message).
     """
     if dtype not in _REDUCE_DTYPES and _arrays.native_dtype(dtype) not in _REDUCE_DTYPES:
-        name = np.dtype(dtype).name
         raise errors.InvalidArgumentError(
             None,
             "CollectiveReduceV2",
-            f"Value for attr 'T' of {_TF_NAMES.get(name, name)} is not in the list of allowed "
+            f"Value for attr 'T' of {tf_dtype_name(dtype)} is not in the list of allowed "
             "values: bfloat16, float, half, double, int32, int64",
         )
 
@@ -51,7 +50,8 @@ def check_collective_gather_dtype(dtype: Any) -> None:
       TypeError: for anything but float16/32/64, int32 and int64 (TF's message).
     """
     if dtype not in _GATHER_DTYPES and _arrays.native_dtype(dtype) not in _GATHER_DTYPES:
-        name = np.dtype(dtype).name
+        # TF's Python name here (``float32``): numpy's, but ``string`` for bytes and unicode
+        name = "string" if np.dtype(dtype).kind in "SU" else np.dtype(dtype).name
         raise TypeError(
             f"Value passed to parameter 'input' has DataType {name} not in list of allowed "
             "values: float32, float16, float64, int32, int64"

@@ -19,6 +19,7 @@ import numpy as np
 from mwms_mpi import _arrays, _context
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.distribute import deprecated
+from mwms_mpi.distribute._reduce_sum import reduce_axes, reduce_sum
 from mwms_mpi.distribute.input_context import InputContext, InputReplicationMode, ValueContext
 from mwms_mpi.distribute.input_lib import DefaultInputIterator
 from mwms_mpi.distribute.replica_context import DefaultReplicaContext, ReplicaContext
@@ -29,7 +30,7 @@ from mwms_mpi.distribute.strategy_extended import (
 )
 from mwms_mpi.types import ReduceOp, as_reduce_op, reduce_op_and_text
 from mwms_mpi.values import IndexedSlices
-from mwms_mpi.values.convert import as_array, truediv
+from mwms_mpi.values.convert import as_array, result_copy, truediv
 from mwms_mpi.values.structure import of_value
 
 __all__ = ["ReplicaContext", "RunOptions", "Strategy", "StrategyExtended"]
@@ -184,7 +185,7 @@ class Strategy:
             if axis is None:
                 return ext._reduce(reduce_op, value)
             if reduce_op == ReduceOp.SUM:
-                value = self.run(lambda v: _sum(as_array(v), axis), args=(value,))
+                value = self.run(lambda v: reduce_sum(as_array(v), axis), args=(value,))
                 return ext._reduce(reduce_op, value)
             if not isinstance(axis, int | tuple | list):
                 raise TypeError(f"Expected `axis` to be an integer, tuple or list not: {axis!r}")
@@ -192,9 +193,9 @@ class Strategy:
             def mean_reduce_helper(v: Any) -> tuple[Any, Any]:
                 v = as_array(v)
                 denom = 1
-                for a in _axes(v, axis):
+                for a in reduce_axes(v, axis):
                     denom *= v.shape[a]
-                return _sum(v, axis), np.array(denom, dtype=np.int64)
+                return reduce_sum(v, axis), np.array(denom, dtype=np.int64)
 
             numer, denom = self.run(mean_reduce_helper, args=(value,))
             numer = _arrays.as_result(ext._reduce(ReduceOp.SUM, numer))
@@ -372,33 +373,6 @@ class Strategy:
             return self._extended._configure(session_config, cluster_spec, task_type, task_id)
 
 
-def _axes(v: Any, axis: Any) -> tuple[int, ...]:
-    """``axis`` (an int or a sequence of them) checked against ``v``'s rank, as TF checks it.
-
-    Raises:
-      ValueError: for an axis out of range (a scalar has none), in TF's words.
-    """
-    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
-    for a in axes:
-        if not -v.ndim <= a < v.ndim:
-            raise ValueError(f"Invalid reduction dimension {a} for input with {v.ndim} dimensions.")
-    return tuple(int(a) % v.ndim for a in axes)
-
-
-def _sum(v: Any, axis: Any) -> Any:
-    """``reduce_sum`` keeping the input's dtype, as TF does (numpy widens small ints).
-
-    Raises:
-      TypeError: for bools (TF's ``reduce_sum`` has no bool kernel).
-    """
-    if v.dtype.kind == "b":
-        raise TypeError(
-            "Value passed to parameter 'input' has DataType bool not in list of allowed values"
-        )
-    xp = _arrays.array_module(v)  # a CuPy value is summed on its GPU
-    return _arrays.as_result(xp.sum(v, axis=_axes(v, axis), dtype=v.dtype))
-
-
 # -- the default strategy ---------------------------------------------------------------------
 
 
@@ -419,7 +393,7 @@ class _DefaultDistributionExtended(StrategyExtended):
         return DefaultInputIterator(input_fn(InputContext()))
 
     def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
-        return value
+        return result_copy(value)  # TF: the input itself
 
     def value_container(self, value: Any) -> Any:
         """The value itself: the default strategy has no containers (TF's own override)."""
@@ -428,10 +402,12 @@ class _DefaultDistributionExtended(StrategyExtended):
     def _gather_to_implementation(
         self, value: Any, destinations: Any, axis: int, options: Any
     ) -> Any:
-        return value
+        return result_copy(value)  # TF: the input itself
 
     def _call_for_each_replica(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-        with DefaultReplicaContext(self._container_strategy(), replica_id_in_sync_group=0):
+        # TF's is a plain ReplicaContext(replica_id_in_sync_group=0): an int32 id, as under
+        # MirroredStrategy; only outside any run is the id a Python int (DefaultReplicaContext).
+        with ReplicaContext(self._container_strategy(), replica_id_in_sync_group=0):
             return fn(*args, **kwargs)
 
     def _update(self, var: Any, fn: Callable[..., Any], args: Any, kwargs: Any, group: bool) -> Any:

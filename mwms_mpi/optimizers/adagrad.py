@@ -24,6 +24,8 @@ class Adagrad(Optimizer):
       initial_accumulator_value: the accumulators' starting value, 0.1.
       epsilon: added for numerical stability, 1e-7 as in Keras.
       name: a name for the optimizer's variables.
+      **kwargs: Keras's base optimizer arguments (``weight_decay``, ``clipnorm``, ...), by
+        keyword: see :class:`~mwms_mpi.optimizers.Optimizer`.
     """
 
     _slot_names = ("accumulator",)
@@ -34,8 +36,9 @@ class Adagrad(Optimizer):
         initial_accumulator_value: float = 0.1,
         epsilon: float = 1e-7,
         name: str = "adagrad",
+        **kwargs: Any,
     ) -> None:
-        super().__init__(learning_rate, name)
+        super().__init__(learning_rate, name, **kwargs)
         self.initial_accumulator_value = initial_accumulator_value
         self.epsilon = epsilon
 

@@ -25,6 +25,8 @@ class Adam(Optimizer):
       epsilon: added for numerical stability, 1e-7 as in Keras.
       amsgrad: whether to use AMSGrad.
       name: a name for the optimizer's variables.
+      **kwargs: Keras's base optimizer arguments (``weight_decay``, ``clipnorm``, ...), by
+        keyword: see :class:`~mwms_mpi.optimizers.Optimizer`.
     """
 
     def __init__(
@@ -35,8 +37,9 @@ class Adam(Optimizer):
         epsilon: float = 1e-7,
         amsgrad: bool = False,
         name: str = "adam",
+        **kwargs: Any,
     ) -> None:
-        super().__init__(learning_rate, name)
+        super().__init__(learning_rate, name, **kwargs)
         self.beta_1, self.beta_2, self.epsilon, self.amsgrad = beta_1, beta_2, epsilon, amsgrad
         self._slot_names = (
             ("momentum", "velocity", "velocity_hat") if amsgrad else ("momentum", "velocity")
@@ -99,3 +102,36 @@ class Adam(Optimizer):
         update /= denominator
         var._update_with(xp.subtract, update, "AssignSubVariableOp")
         return None
+
+
+class AdamW(Adam):
+    """``keras.optimizers.AdamW``: Adam with decoupled weight decay (``weight_decay``, 0.004
+    by default), applied as the base class applies it (``Optimizer``).
+
+    Raises:
+      ValueError: for ``weight_decay=None`` (Keras's message).
+    """
+
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        weight_decay: float = 0.004,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-7,
+        amsgrad: bool = False,
+        name: str = "adamw",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            learning_rate,
+            beta_1,
+            beta_2,
+            epsilon,
+            amsgrad,
+            name,
+            weight_decay=weight_decay,
+            **kwargs,
+        )
+        if self.weight_decay is None:
+            raise ValueError("Argument `weight_decay` must be a float. Received: weight_decay=None")

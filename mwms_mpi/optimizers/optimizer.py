@@ -25,6 +25,7 @@ TF's deferred restoration), so a resumed run continues exactly, at the learning 
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -33,6 +34,7 @@ import numpy as np
 
 from mwms_mpi import _context
 from mwms_mpi._arrays import array_module, as_dtype
+from mwms_mpi.optimizers import _clipping
 from mwms_mpi.train import _deferred
 from mwms_mpi.types import ReduceOp, VariableAggregation
 from mwms_mpi.values import IndexedSlices, PerReplica
@@ -127,17 +129,106 @@ def _with_gradients(pairs: Sequence[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     return kept
 
 
+def _check_keras_ranges(
+    use_ema: bool, ema_momentum: float, ema_overwrite_frequency: Any, accumulation: Any
+) -> None:
+    """Keras's checks of the EMA and accumulation arguments, in its order.
+
+    Raises:
+      ValueError: Keras's messages.
+    """
+    if accumulation and not accumulation >= 2:
+        raise ValueError(
+            "`gradient_accumulation_steps` must be an integer >= 2. Received: "
+            f"gradient_accumulation_steps={accumulation}"
+        )
+    if use_ema:
+        if ema_momentum > 1 or ema_momentum < 0:
+            raise ValueError(
+                f"`ema_momentum` must be in the range [0, 1]. Received: ema_momentum={ema_momentum}"
+            )
+        if ema_overwrite_frequency and (
+            not isinstance(ema_overwrite_frequency, int) or ema_overwrite_frequency < 1
+        ):
+            raise ValueError(
+                "`ema_overwrite_frequency` must be an integer >= 1 or None. Received: "
+                f"ema_overwrite_frequency={ema_overwrite_frequency}"
+            )
+
+
 class Optimizer:
     """Applies gradients to variables; subclasses define the slots and the per-copy update.
 
     Args:
       learning_rate: a float.
       name: a name for the optimizer's variables.
+      weight_decay: Keras's decoupled weight decay: before each update, every variable (but
+        those excluded by ``exclude_from_weight_decay``) loses ``variable * weight_decay *
+        learning_rate``.
+      clipnorm: clips each replica's gradient of each variable to this norm, before the
+        all-reduce (Keras under ``tf.distribute``).
+      clipvalue: clips each replica's gradients elementwise to ``[-clipvalue, clipvalue]``.
+      global_clipnorm: clips each replica's gradients together to this global norm.
+      use_ema, ema_momentum, ema_overwrite_frequency: Keras's moving average of the
+        variables; checked as Keras checks them, but ``use_ema=True`` is not implemented.
+      loss_scale_factor: each replica's gradients are divided by it first.
+      gradient_accumulation_steps: checked as Keras checks it, but not implemented.
+      **kwargs: only ``decay``, which Keras ignores with a warning.
+
+    Raises:
+      ValueError: Keras's errors: more than one clipping argument, an unknown keyword, or an
+        EMA or accumulation setting out of range.
+      NotImplementedError: for ``use_ema=True`` or ``gradient_accumulation_steps``, rather
+        than training without them.
     """
 
     _slot_names: tuple[str, ...] = ()
 
-    def __init__(self, learning_rate: float, name: str) -> None:
+    def __init__(
+        self,
+        learning_rate: float,
+        name: str,
+        *,
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        use_ema: bool = False,
+        ema_momentum: float = 0.99,
+        ema_overwrite_frequency: int | None = None,
+        loss_scale_factor: float | None = None,
+        gradient_accumulation_steps: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if kwargs.pop("decay", None) is not None:
+            warnings.warn(
+                "Argument `decay` is no longer supported and will be ignored.", stacklevel=3
+            )
+        if kwargs:
+            raise ValueError(f"Argument(s) not recognized: {kwargs}")
+        _check_keras_ranges(
+            use_ema, ema_momentum, ema_overwrite_frequency, gradient_accumulation_steps
+        )
+        if sum(a is not None for a in (clipnorm, clipvalue, global_clipnorm)) > 1:
+            raise ValueError(
+                "Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set. "
+                f"Received: clipnorm={clipnorm}, clipvalue={clipvalue}, "
+                f"global_clipnorm={global_clipnorm}"
+            )
+        if use_ema or gradient_accumulation_steps:
+            raise NotImplementedError(
+                f"{type(self).__name__}: use_ema={use_ema!r}, gradient_accumulation_steps="
+                f"{gradient_accumulation_steps!r}: mwms_mpi's optimizers implement neither "
+                "Keras's moving average of the variables nor gradient accumulation; leave "
+                "them at their defaults (use_ema=False, gradient_accumulation_steps=None)."
+            )
+        self.weight_decay, self.loss_scale_factor = weight_decay, loss_scale_factor
+        self.clipnorm, self.clipvalue, self.global_clipnorm = clipnorm, clipvalue, global_clipnorm
+        self.use_ema, self.ema_momentum = use_ema, ema_momentum
+        self.ema_overwrite_frequency = ema_overwrite_frequency
+        self.gradient_accumulation_steps = gradient_accumulation_steps
+        self._exclude_ids: set[int] = set()
+        self._exclude_pattern: re.Pattern[str] | None = None
         self.learning_rate = float(learning_rate)
         self.name = name
         self._iterations: Any = None
@@ -184,6 +275,41 @@ class Optimizer:
         _require_scope(strategy, variables)
         self._build(strategy, variables)
 
+    def exclude_from_weight_decay(
+        self, var_list: Sequence[Any] | None = None, var_names: Sequence[str] | None = None
+    ) -> None:
+        """Excludes variables from weight decay: those in ``var_list``, and those whose name
+        contains a match of any of ``var_names`` (regular expressions, ``re.search``).
+
+        Each call replaces the last one's choice. Keras documents it as "before the
+        optimizer is built", but Keras 3 checks an attribute it never sets, so a call after
+        building takes effect from the next step; so it does here.
+        """
+        self._exclude_ids = {id(v) for v in var_list} if var_list else set()
+        self._exclude_pattern = re.compile("|".join(set(var_names))) if var_names else None
+
+    def _uses_weight_decay(self, var: Any) -> bool:
+        """Keras's ``_use_weight_decay``: a weight decay is set, and ``var`` is not excluded
+        by identity or by name."""
+        if self.weight_decay is None or id(var) in self._exclude_ids:
+            return False
+        return self._exclude_pattern is None or self._exclude_pattern.search(var.name) is None
+
+    def _decay(self, var: Any) -> None:
+        """Keras's (TF backend) weight decay of one copy: ``var -= var * wd * lr``, with the
+        learning rate a float32 variable and the decay a Python float cast through float32
+        (``tf.cast``) to the variable's dtype."""
+        cast = np.dtype(var.dtype).type
+        wd, lr = cast(np.float32(self.weight_decay)), cast(np.float32(self.learning_rate))
+        value = var._dense()
+        var._update_with(array_module(value).subtract, value * wd * lr, "AssignSubVariableOp")
+
+    def _transforms_gradients(self) -> bool:
+        """Whether ``apply_gradients`` divides or clips each replica's gradients first."""
+        return self.loss_scale_factor is not None or any(
+            a is not None for a in (self.clipnorm, self.global_clipnorm, self.clipvalue)
+        )
+
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Any, Any]]) -> Any:
         """Sums the gradients over all replicas and applies them to every copy of each variable.
 
@@ -203,6 +329,16 @@ class Optimizer:
         # The current entry straight from the low-level stack: importing mwms_mpi.distribute for
         # its get_replica_context/get_strategy would load every strategy (and tie the layers).
         entry = _context.current()
+        if self._transforms_gradients():  # Keras: each replica's own, before the all-reduce
+            pairs = _clipping.transformed_pairs(
+                entry.strategy,
+                entry.replica_context is not None,
+                pairs,
+                self.loss_scale_factor,
+                self.clipnorm,
+                self.global_clipnorm,
+                self.clipvalue,
+            )
         if entry.replica_context is not None:
             return entry.replica_context.merge_call(self._distributed_apply, args=(pairs,))
         return self._distributed_apply(entry.strategy, pairs)
@@ -225,6 +361,9 @@ class Optimizer:
         if _updatable_together(strategy, variables, reduced, self._iterations):
             self._update_together(strategy, variables, reduced, step)
             return self._iterations
+        for var in variables:  # Keras decays every variable, then updates each
+            if self._uses_weight_decay(var):
+                strategy.extended.update(var, self._decay, group=False)
         for grad, var in zip(reduced, variables, strict=True):
             strategy.extended.update(
                 var,
@@ -249,7 +388,12 @@ class Optimizer:
         """
         local = strategy.experimental_local_results
         columns = [
-            (local(var), local(grad), [local(slot) for slot in self._slots[id(var)]])
+            (
+                local(var),
+                local(grad),
+                [local(slot) for slot in self._slots[id(var)]],
+                self._uses_weight_decay(var),
+            )
             for var, grad in zip(variables, reduced, strict=True)
         ]
         counter = local(self._iterations)
@@ -258,8 +402,13 @@ class Optimizer:
             (
                 counter[i],
                 [
-                    (copies[i], grads[i if len(grads) > 1 else 0], [slot[i] for slot in slots])
-                    for copies, grads, slots in columns
+                    (
+                        copies[i],
+                        grads[i if len(grads) > 1 else 0],
+                        [slot[i] for slot in slots],
+                        decays,
+                    )
+                    for copies, grads, slots, decays in columns
                 ],
             )
             for i in range(len(counter))
@@ -269,9 +418,13 @@ class Optimizer:
         )
 
     def _update_copies(self, _first: Any, device: Any, step: int) -> None:
-        """One device's copies: every variable's ``_update_step`` in order, then the count."""
+        """One device's copies: every variable's weight decay and ``_update_step`` in order,
+        then the count (decaying a variable just before its own step is Keras's arithmetic:
+        no step reads another variable)."""
         counter, updates = device
-        for var, grad, slots in updates:
+        for var, grad, slots, decays in updates:
+            if decays:
+                self._decay(var)
             self._update_step(var, grad, *slots, step=step)
         counter._update_with(np.add, _ONE_STEP, "AssignAddVariableOp")
 

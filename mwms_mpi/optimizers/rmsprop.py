@@ -29,6 +29,8 @@ class RMSprop(Optimizer):
       epsilon: added for numerical stability, 1e-7 as in Keras.
       centered: whether to normalize by the estimated variance of the gradient.
       name: a name for the optimizer's variables.
+      **kwargs: Keras's base optimizer arguments (``weight_decay``, ``clipnorm``, ...), by
+        keyword: see :class:`~mwms_mpi.optimizers.Optimizer`.
     """
 
     def __init__(
@@ -39,8 +41,9 @@ class RMSprop(Optimizer):
         epsilon: float = 1e-7,
         centered: bool = False,
         name: str = "rmsprop",
+        **kwargs: Any,
     ) -> None:
-        super().__init__(learning_rate, name)
+        super().__init__(learning_rate, name, **kwargs)
         self.rho, self.momentum, self.epsilon, self.centered = rho, momentum, epsilon, centered
         # Keras builds them in this order: velocities, momentums, average gradients.
         self._slot_names = (

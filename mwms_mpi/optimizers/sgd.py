@@ -19,6 +19,8 @@ class SGD(Optimizer):
       momentum: a float >= 0.
       nesterov: whether to use Nesterov momentum.
       name: a name for the optimizer's variables.
+      **kwargs: Keras's base optimizer arguments (``weight_decay``, ``clipnorm``, ...), by
+        keyword: see :class:`~mwms_mpi.optimizers.Optimizer`.
 
     Raises:
       ValueError: for a negative momentum (Keras's message).
@@ -30,10 +32,11 @@ class SGD(Optimizer):
         momentum: float = 0.0,
         nesterov: bool = False,
         name: str = "SGD",
+        **kwargs: Any,
     ) -> None:
         if not isinstance(momentum, float | int) or momentum < 0 or momentum > 1:
             raise ValueError("`momentum` must be a float between [0, 1].")
-        super().__init__(learning_rate, name)
+        super().__init__(learning_rate, name, **kwargs)
         self.momentum = float(momentum)
         self.nesterov = nesterov
         self._slot_names = ("momentum",) if self.momentum else ()

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
+from mwms_mpi._constant import tf_dtype_name
 from mwms_mpi.train import _deferred
 from mwms_mpi.train._walk import children, nodes, pretty
 from mwms_mpi.types import VariableSynchronization
@@ -43,7 +44,6 @@ from mwms_mpi.values.distributed_variable import DistributedVariable
 _LOG = logging.getLogger(__name__)
 _sequence = itertools.count(1)
 # TF's names of dtypes, for its RestoreV2 message
-_TF_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
 
 
 @dataclass
@@ -180,10 +180,6 @@ def wait_on(obj: Any, restoration: Restoration, prefix: str) -> None:
 # -- one value ---------------------------------------------------------------------------------
 
 
-def _tf_name(dtype: np.dtype) -> str:
-    return _TF_NAMES.get(dtype.name, dtype.name)
-
-
 def checked(key: str, leaf: Any, value: np.ndarray, path: str) -> np.ndarray:
     """``value``, after checking that ``leaf`` can take it exactly.
 
@@ -206,9 +202,9 @@ def checked(key: str, leaf: Any, value: np.ndarray, path: str) -> np.ndarray:
         raise errors.InvalidArgumentError(
             None,
             "RestoreV2",
-            f"tensor_name = {key}; expected dtype {_tf_name(target)} does not equal original "
-            f"dtype {_tf_name(value.dtype)}. Restoring {pretty(key)} from {path}: the object is "
-            f"{target}, the checkpoint holds {value.dtype}; a restore never casts.",
+            f"tensor_name = {key}; expected dtype {tf_dtype_name(target)} does not equal "
+            f"original dtype {tf_dtype_name(value.dtype)}. Restoring {pretty(key)} from {path}: "
+            f"the object is {target}, the checkpoint holds {value.dtype}; a restore never casts.",
         )
     in_place = _arrays.is_device_array(leaf) or isinstance(leaf, np.ndarray)
     if in_place and not getattr(leaf.flags, "writeable", True):  # CuPy has no such flag

@@ -127,9 +127,17 @@ class ArrayReadsMixin:
           The new storage, for the caller's own arithmetic only: never handed out.
 
         Raises:
-          InvalidArgumentError: if ``operand``'s shape is not the variable's (TF's message for
-            ``op_name``); the value is then unchanged.
+          InvalidArgumentError: for a bool variable (TF registers no arithmetic update kernel
+            for bool, so numpy's logical OR must not stand in), and if ``operand``'s shape is
+            not the variable's (TF's message for ``op_name``); the value is then unchanged.
         """
+        if self._value.dtype.kind == "b":
+            raise errors.InvalidArgumentError(
+                None,
+                op_name,
+                f"No OpKernel was registered to support Op '{op_name}' used by "
+                f"{{{{node {op_name}}}}} with these attrs: [dtype=DT_BOOL]",
+            )
         if operand.shape != self._value.shape:
             raise errors.InvalidArgumentError(
                 None,

@@ -7,52 +7,71 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays
-from mwms_mpi._constant import python_leaves, to_array
+from mwms_mpi._constant import NATIVE_NUMBERS, ndarray_value, to_array
 from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.foreign import from_foreign, is_foreign_array
 from mwms_mpi.values.indexed_slices import IndexedSlices
 
+# Bounds inside which a Python number converts as its plain numpy cast (beyond them,
+# ``_constant.to_array`` decides: int64, or TF's out-of-range error)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 def as_array(value: Any) -> Any:
     """Converts a value the way ``tf.constant`` does; numpy (and CuPy) arrays pass unchanged.
 
-    Python floats become float32, ints int32 (int64 when out of range), bools bool; nested
-    lists likewise; numpy scalars become 0-d arrays of their dtype; a variable is read (a fresh
-    array). Another library's array (``__array__`` or ``__dlpack__``: JAX, PyTorch) becomes a
-    numpy array of its dtype, a zero-copy view where the library allows it, or a CuPy array
-    for device memory (``values/foreign.py``): this is where every API takes values in.
+    Python numbers and (nested) lists follow TF's rule, in ``mwms_mpi/_constant.py``: floats
+    become float32, ints int32 (int64 when out of range), bools bool, and a list's dtype comes
+    from its first element; numpy scalars become 0-d arrays of their dtype; a numpy array is
+    itself unless it must change to be a TF value (a subclass, non-native byte order, unicode;
+    object arrays are refused); a variable is read (a fresh array). Another library's array
+    (``__array__`` or ``__dlpack__``: JAX, PyTorch) becomes a numpy array of its dtype, a
+    zero-copy view where the library allows it, or a CuPy array for device memory
+    (``values/foreign.py``): this is where every API takes values in.
 
     Raises:
       ValueError: for values that are not numbers or arrays (TF's conversion error), and for a
         JAX tracer (an mwms_mpi call inside ``jax.jit``), naming the fix.
     """
     kind = type(value)
-    if kind is np.ndarray or kind is IndexedSlices:
+    if kind is np.ndarray:  # the hot path: a native numeric array is itself
+        return value if value.dtype in NATIVE_NUMBERS else ndarray_value(value)
+    if kind is IndexedSlices:
         return value
-    if kind is float:
+    # Python scalars that TF's rule converts without a question (the common case, fast)
+    if kind is float and -_FLOAT32_MAX < value < _FLOAT32_MAX:
         return np.array(value, dtype=np.float32)
+    if kind is int and _INT32_MIN <= value <= _INT32_MAX:
+        return np.array(value, dtype=np.int32)
     if kind is bool:
         return np.array(value, dtype=np.bool_)
-    if kind is int:
-        return np.array(value, dtype=np.int32 if _INT32_MIN <= value <= _INT32_MAX else np.int64)
-    if isinstance(value, np.generic):
-        return np.asarray(value)
+    if isinstance(value, np.ndarray | np.generic | list | tuple | int | float | complex):
+        return to_array(value)  # bools, int and float subclasses (IntEnum) included, as in TF
     if _arrays.is_device_array(value):
         return value
     if isinstance(value, VariableBase):
         return value.read_value()
-    if isinstance(value, list | tuple):
-        return to_array(value)
-    if isinstance(value, complex):
-        return np.array(value, dtype=np.complex128)
     if is_foreign_array(value):
-        return from_foreign(value)
+        array = from_foreign(value)
+        return ndarray_value(array) if isinstance(array, np.ndarray) else array
     raise ValueError(
         f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a "
         "Tensor."
     )
+
+
+def result_copy(value: Any) -> Any:
+    """A result that TF gives back unchanged (the default strategy's ``reduce``, ``gather``,
+    ``all_reduce``): an array becomes a fresh numpy (or CuPy) array, another library's too,
+    since a tensor is immutable and an array is not (docs/architecture.md: a result never
+    aliases the caller's array, and is never the other library's); other values (a variable,
+    ``IndexedSlices``, a Python number) are returned as they are, as TF returns them."""
+    if is_foreign_array(value):
+        value = as_array(value)
+    if isinstance(value, np.ndarray) or _arrays.is_device_array(value):
+        return _arrays.array_copy(value)
+    return value
 
 
 def is_tensor(value: Any) -> bool:
@@ -70,12 +89,16 @@ def is_tensor(value: Any) -> bool:
 def convert_to_dtype(value: Any, dtype: Any) -> Any:
     """A fresh array of ``value`` in ``dtype``, as ``tf.convert_to_tensor(value, dtype)`` does.
 
-    numpy arrays and scalars are cast (TF casts numpy input too); Python numbers must fit the
-    dtype: a float (even ``1.0``) or a bool is not converted to an integer dtype. A CuPy array
-    stays a CuPy array on its device.
+    numpy arrays and scalars are cast (TF casts numpy input too, object arrays included);
+    Python values follow TF's rule (``mwms_mpi/_constant.py``): a float (even ``1.0``) is not
+    converted to an integer or bool dtype, nor an int to bool, while a bool converts to any
+    number (``True`` is 1). A CuPy array stays a CuPy array on its device.
 
     Raises:
       TypeError: for a Python value that TF cannot convert to ``dtype``.
+      ValueError: for a Python float out of ``dtype``'s range when a float32/float16 is built
+        directly (TF's "out of range for a double-precision float"), and TF's other
+        conversion errors.
     """
     dtype = np.dtype(dtype)
     if isinstance(value, VariableBase):
@@ -86,15 +109,8 @@ def convert_to_dtype(value: Any, dtype: Any) -> Any:
         return value.astype(dtype, copy=True)
     if isinstance(value, np.ndarray | np.generic) or hasattr(value, "__array__"):
         return np.array(value, dtype=dtype, copy=True)
-    leaves = python_leaves(value) if isinstance(value, list | tuple | float | int | bool) else []
-    for leaf in leaves:
-        bad = (
-            (isinstance(leaf, float) and dtype.kind in "iub")
-            or (isinstance(leaf, bool) and dtype.kind != "b")
-            or (isinstance(leaf, complex) and dtype.kind != "c")
-        )
-        if bad:
-            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
+    if isinstance(value, list | tuple | int | float | complex):
+        return to_array(value, dtype)  # a fresh array
     return np.array(as_array(value), dtype=dtype, copy=True)
 
 

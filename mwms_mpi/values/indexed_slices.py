@@ -80,6 +80,46 @@ class IndexedSlices:
         dense = to_dense(self)
         return dense if dtype is None else dense.astype(dtype)
 
+    # nest.Composite: how expand_composites=True sees these (TF's IndexedSlicesSpec).
+    def _nest_components(self) -> list[Any]:
+        """``[values, indices, dense_shape]``, without ``dense_shape`` when it is None (TF's)."""
+        parts = [self._values, self._indices]
+        return parts if self._dense_shape is None else [*parts, self._dense_shape]
+
+    @classmethod
+    def _nest_from_components(cls, components: list[Any]) -> IndexedSlices:
+        """The inverse of :meth:`_nest_components`."""
+        return cls(*components)
+
+    def _nest_type_spec(self) -> tuple[Any, str]:
+        """TF's ``IndexedSlicesSpec``: two match when their three dtypes do (and a dense_shape
+        is there or not in both); shapes never stop a match (they have a common supertype)."""
+        values, indices = _dtype_and_shape(self._values), _dtype_and_shape(self._indices)
+        dense: Any = None
+        shape: list[Any] = [None, *values[1][1:]]
+        if self._dense_shape is not None:
+            dense = _dtype_and_shape(self._dense_shape)
+            try:
+                shape = list(self.shape or ())
+            except TypeError:  # a device array: its values stay on the device
+                shape = [None] * (dense[1][0] if dense[1] else 0)
+        names = [f"tf.{d[0]}" if d else "None" for d in (values, indices, dense)]
+        text = (
+            f"IndexedSlicesSpec({_shape_text(shape)}, {', '.join(names)}, "
+            f"{_shape_text(indices[1])})"
+        )
+        return (names[0], names[1], names[2]), text
+
+
+def _dtype_and_shape(array: Any) -> tuple[str, list[Any]]:
+    if not hasattr(array, "dtype") or not hasattr(array, "shape"):
+        array = np.asarray(array)
+    return str(array.dtype), list(array.shape)
+
+
+def _shape_text(dims: Any) -> str:
+    return "TensorShape([" + ", ".join(str(d) for d in dims) + "])"
+
 
 def to_dense(slices: IndexedSlices) -> np.ndarray:
     """Returns the dense array ``slices`` represents (repeated rows add up).

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
+from mwms_mpi._constant import tf_dtype_name
 from mwms_mpi.values.convert import as_array, convert_to_dtype
 from mwms_mpi.values.indexed_slices import IndexedSlices
 
@@ -25,7 +26,6 @@ _NUMBER_TYPES = (
     "float, double, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, "
     "bfloat16, qint16, quint16, uint16, complex128, half, uint32, uint64"
 )
-_TF_NAMES = {"float16": "half", "float32": "float", "float64": "double"}
 _OPS = {
     "add": "ResourceScatterAdd",
     "sub": "ResourceScatterSub",
@@ -35,12 +35,6 @@ _OPS = {
     "max": "ResourceScatterMax",
     "update": "ResourceScatterUpdate",
 }
-
-
-def tf_dtype_name(dtype: Any) -> str:
-    """A numpy dtype by TF's name for it (``float32`` is ``float``), as TF's messages say."""
-    name = np.dtype(dtype).name
-    return _TF_NAMES.get(name, name)
 
 
 def tf_shape(shape: tuple[int, ...]) -> str:

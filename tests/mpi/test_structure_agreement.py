@@ -157,14 +157,14 @@ def test_a_none_leaf_on_one_rank(strategy: Any, test_comm: Any) -> None:
 
 
 def test_a_leaf_that_does_not_convert_on_one_rank(strategy: Any, test_comm: Any) -> None:
-    # 2**70 overflows int32 conversion (OverflowError, not TypeError or ValueError): it used to
-    # escape before the agreement, leaving the other ranks in their all-reduce.
+    # 2**70 does not convert (TF's ValueError; it was an OverflowError, which once escaped
+    # before the agreement, leaving the other ranks in their all-reduce).
     odd = odd_rank()
 
     def fn() -> Any:
         return _ctx().all_reduce("SUM", [np.ones(2, np.int32), 2**70 if odd else 3])
 
-    own = OverflowError if odd else None
+    own = ValueError if odd else None
     _raises_naming(strategy, test_comm, lambda: strategy.run(fn), [], own=own)
 
 

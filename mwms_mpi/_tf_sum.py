@@ -1,0 +1,83 @@
+"""TF's ``reduce_sum`` over every element, in the order TF's CPU kernel adds (Eigen's).
+
+A float sum's last bits depend on the order of its additions. numpy adds pairwise; TF's CPU
+kernel (Eigen's ``InnerMostDimReducer``, vectorized with AVX packets) keeps four packet
+accumulators, adds the remaining packets and the scalar tail, folds the lanes in SSE's order,
+and splits ranges over 1024 packets in two halves (a tree). Where a Keras or TF result rests on
+such a sum (a gradient's norm for ``clipnorm``, the total of ``compute_average_loss``), the same
+order gives the same bits.
+
+Scope, measured against TF 2.21 on x86-64 (``tests/unit/test_tf_sum.py`` pins TF's outputs):
+float32 and float64 host arrays, bit for bit up to about 200,000 float32 or 60,000 float64
+elements. Above that, TF's kernel shares the sum among threads, in as many blocks as its cost
+model gives for the machine's cores, so TF's own bits depend on the machine; this keeps the
+single-thread order there. Other dtypes, and device (CuPy) arrays, are summed by their own
+library in the input's dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi._arrays import array_module
+
+_LEAF_PACKETS = 1024  # Eigen's kLeafSize: ranges above this many packets are split in two
+_PACKET_BYTES = 32  # an AVX register: 8 float32 or 4 float64 lanes
+
+
+def reduce_sum_all(x: Any) -> Any:
+    """The sum of every element of ``x`` in its own dtype, as TF's ``reduce_sum(x)``: a 0-d
+    array (TF's addition order for host float32/float64, the library's sum otherwise)."""
+    if isinstance(x, np.ndarray) and x.dtype in (np.float32, np.float64) and x.dtype.isnative:
+        flat = np.ascontiguousarray(x).reshape(-1)
+        lanes = _PACKET_BYTES // flat.dtype.itemsize
+        return np.asarray(_range_sum(flat, 0, flat.shape[0], lanes), flat.dtype)
+    xp = array_module(x)
+    return xp.asarray(xp.sum(x, dtype=x.dtype))
+
+
+def _range_sum(flat: np.ndarray, first: int, count: int, lanes: int) -> Any:
+    """Eigen's tree: a range over ``_LEAF_PACKETS`` packets is two halves split on a packet
+    boundary, added to a zero in order; a smaller one is a leaf."""
+    if count > lanes * _LEAF_PACKETS:
+        split = lanes * -(-(first + -(-count // 2)) // lanes)
+        left = min(split - first, count)
+        total = flat.dtype.type(0) + _range_sum(flat, first, left, lanes)
+        if left < count:
+            total = total + _range_sum(flat, split, count - left, lanes)
+        return total
+    return _leaf_sum(flat[first : first + count], lanes)
+
+
+def _leaf_sum(x: np.ndarray, lanes: int) -> Any:
+    """One leaf: four packet accumulators over whole groups of four packets (each adding its
+    packets in order: numpy's reduction along a non-contiguous axis is sequential), folded
+    into the first in order; the remaining whole packets into it; the scalar tail in order;
+    then ``tail + lanes folded``."""
+    count = x.shape[0]
+    zero = x.dtype.type(0)
+    packet = np.zeros(lanes, x.dtype)
+    start = 0
+    if count >= 4 * lanes:
+        start = (count // (4 * lanes)) * 4 * lanes
+        four = np.add.reduce(x[:start].reshape(-1, 4, lanes), axis=0, initial=zero)
+        packet = four[0] + four[1]
+        packet = packet + four[2]
+        packet = packet + four[3]
+    whole = (count // lanes) * lanes
+    for j in range(start, whole, lanes):
+        packet = packet + x[j : j + lanes]
+    tail = zero
+    for value in x[whole:]:
+        tail = tail + value
+    return tail + _fold_lanes(packet)
+
+
+def _fold_lanes(packet: np.ndarray) -> Any:
+    """Eigen's ``predux``: the AVX register's halves added, then SSE's ``(a0+a2) + (a1+a3)``."""
+    while packet.shape[0] > 2:
+        half = packet.shape[0] // 2
+        packet = packet[:half] + packet[half:]
+    return packet[0] + packet[1]

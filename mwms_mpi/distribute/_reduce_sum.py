@@ -1,0 +1,41 @@
+"""``Strategy.reduce(..., axis=...)``'s local step: TF's ``reduce_sum`` of one replica's value
+along ``axis``, before the values are reduced across replicas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import _arrays
+from mwms_mpi._tf_sum import reduce_sum_all
+
+
+def reduce_axes(v: Any, axis: Any) -> tuple[int, ...]:
+    """``axis`` (an int or a sequence of them) checked against ``v``'s rank, as TF checks it.
+
+    Raises:
+      ValueError: for an axis out of range (a scalar has none), in TF's words.
+    """
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    for a in axes:
+        if not -v.ndim <= a < v.ndim:
+            raise ValueError(f"Invalid reduction dimension {a} for input with {v.ndim} dimensions.")
+    return tuple(int(a) % v.ndim for a in axes)
+
+
+def reduce_sum(v: Any, axis: Any) -> Any:
+    """``reduce_sum`` keeping the input's dtype, as TF does (numpy widens small ints).
+
+    Raises:
+      TypeError: for bools (TF's ``reduce_sum`` has no bool kernel).
+    """
+    if v.dtype.kind == "b":
+        raise TypeError(
+            "Value passed to parameter 'input' has DataType bool not in list of allowed values"
+        )
+    axes = reduce_axes(v, axis)
+    if len(set(axes)) == v.ndim:  # every axis: TF's addition order, so TF's last bits
+        return _arrays.as_result(reduce_sum_all(v))
+    xp = _arrays.array_module(v)  # a CuPy value is summed on its GPU
+    return _arrays.as_result(xp.sum(v, axis=axes, dtype=v.dtype))

@@ -1,0 +1,63 @@
+"""``mwms_mpi._tf_sum.reduce_sum_all`` adds in TF's CPU order: the sums equal TF 2.21's bits.
+
+TF's outputs are pinned in ``tf_sum_pins.json`` beside this file (its ``about`` holds the
+recording program). The sizes cross every boundary of Eigen's order: the packet (8 float32 or
+4 float64 lanes), the four-packet groups, and the leaf of 1024 packets that is split in two.
+numpy's pairwise sum differs from TF on some of them, which is what this module is for.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mwms_mpi._tf_sum import reduce_sum_all
+
+PINS = json.loads((Path(__file__).parent / "tf_sum_pins.json").read_text())["sums"]
+
+
+def _values(n: int, dtype: str) -> np.ndarray:
+    k = np.arange(n, dtype=np.float64)
+    return (((k * 7919) % 1009) / 97 - 5).astype(dtype) ** 3
+
+
+@pytest.mark.parametrize("key", sorted(PINS))
+def test_tf_bits(key: str) -> None:
+    dtype, size = key.split("/")
+    x = _values(37 * 53, dtype).reshape(37, 53) if size == "37x53" else _values(int(size), dtype)
+    total = reduce_sum_all(x)
+    assert total.dtype == np.dtype(dtype) and total.shape == ()
+    assert float(total).hex() == PINS[key]
+
+
+def test_numpy_differs_where_the_order_matters() -> None:
+    """The pins would not all pass with numpy's own sum (else this module would be moot)."""
+    differs = [
+        key
+        for key in PINS
+        if "x" not in key.split("/")[1]
+        and float(np.sum(_values(int(key.split("/")[1]), key.split("/")[0]))).hex() != PINS[key]
+    ]
+    assert differs
+
+
+def test_other_dtypes_sum_in_their_own_dtype() -> None:
+    assert reduce_sum_all(np.array([1, 2, 3], np.int8)).dtype == np.int8
+    assert reduce_sum_all(np.array([0.5, 0.25], np.float16)).item() == 0.75
+    assert float(reduce_sum_all(np.zeros((0, 3), np.float32))) == 0.0
+
+
+def test_the_sums_that_use_it_give_tf_bits() -> None:
+    """``nn.compute_average_loss`` and ``Strategy.reduce(..., axis=0)`` of 1,000 float32 values:
+    TF 2.21 printed these (numpy's pairwise order gave ...a70p+2 and ...432p+12)."""
+    import mwms_mpi.distribute
+    from mwms_mpi import nn
+
+    x = _values(1000, "float32")
+    assert float(nn.compute_average_loss(x, global_batch_size=1000)).hex() == "0x1.590a6e0000000p+2"
+    strategy = mwms_mpi.distribute.get_strategy()
+    assert float(strategy.reduce("SUM", x, axis=0)).hex() == "0x1.50f4300000000p+12"
+    assert float(strategy.reduce("MEAN", x, axis=0)).hex() == "0x1.590a6e0000000p+2"
