@@ -9,6 +9,9 @@ import numpy as np
 
 from mwms_mpi import _arrays
 from mwms_mpi._tf_sum import reduce_sum_all
+from mwms_mpi.values import IndexedSlices
+from mwms_mpi.values.convert import as_array
+from mwms_mpi.values.indexed_slices import to_dense
 
 
 def reduce_axes(v: Any, axis: Any) -> tuple[int, ...]:
@@ -39,3 +42,11 @@ def reduce_sum(v: Any, axis: Any) -> Any:
         return _arrays.as_result(reduce_sum_all(v))
     xp = _arrays.array_module(v)  # a CuPy value is summed on its GPU
     return _arrays.as_result(xp.sum(v, axis=axes, dtype=v.dtype))
+
+
+def local_value(value: Any) -> Any:
+    """One replica's value as ``reduce_sum`` takes it: converted as TF converts it, and an
+    ``IndexedSlices`` as its dense tensor (TF's ``reduce_sum`` densifies it, so a MEAN counts
+    every dense row)."""
+    value = as_array(value)
+    return to_dense(value) if isinstance(value, IndexedSlices) else value

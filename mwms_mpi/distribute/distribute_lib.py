@@ -19,7 +19,7 @@ import numpy as np
 from mwms_mpi import _arrays, _context
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.distribute import deprecated
-from mwms_mpi.distribute._reduce_sum import reduce_axes, reduce_sum
+from mwms_mpi.distribute._reduce_sum import local_value, reduce_axes, reduce_sum
 from mwms_mpi.distribute.input_context import InputContext, InputReplicationMode, ValueContext
 from mwms_mpi.distribute.input_lib import DefaultInputIterator
 from mwms_mpi.distribute.replica_context import DefaultReplicaContext, ReplicaContext
@@ -30,7 +30,7 @@ from mwms_mpi.distribute.strategy_extended import (
 )
 from mwms_mpi.types import ReduceOp, as_reduce_op, reduce_op_and_text
 from mwms_mpi.values import IndexedSlices
-from mwms_mpi.values.convert import as_array, result_copy, truediv
+from mwms_mpi.values.convert import result_copy, truediv
 from mwms_mpi.values.structure import of_value
 
 __all__ = ["ReplicaContext", "RunOptions", "Strategy", "StrategyExtended"]
@@ -185,13 +185,13 @@ class Strategy:
             if axis is None:
                 return ext._reduce(reduce_op, value)
             if reduce_op == ReduceOp.SUM:
-                value = self.run(lambda v: reduce_sum(as_array(v), axis), args=(value,))
+                value = self.run(lambda v: reduce_sum(local_value(v), axis), args=(value,))
                 return ext._reduce(reduce_op, value)
             if not isinstance(axis, int | tuple | list):
                 raise TypeError(f"Expected `axis` to be an integer, tuple or list not: {axis!r}")
 
             def mean_reduce_helper(v: Any) -> tuple[Any, Any]:
-                v = as_array(v)
+                v = local_value(v)
                 denom = 1
                 for a in reduce_axes(v, axis):
                     denom *= v.shape[a]

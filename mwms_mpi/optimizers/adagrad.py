@@ -20,7 +20,7 @@ class Adagrad(Optimizer):
     ``a**2 + b**2``), and the step is scattered into the variable row by row.
 
     Args:
-      learning_rate: a float, 0.001 by default.
+      learning_rate: a float or a schedule, 0.001 by default.
       initial_accumulator_value: the accumulators' starting value, 0.1.
       epsilon: added for numerical stability, 1e-7 as in Keras.
       name: a name for the optimizer's variables.
@@ -48,15 +48,17 @@ class Adagrad(Optimizer):
         value = zeros.dtype.type(np.float32(self.initial_accumulator_value))
         return array_module(zeros).full_like(zeros, value)
 
-    def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
+    def _update_step(
+        self, var: Any, grad: Any, *slots: Any, step: int, learning_rate: np.ndarray
+    ) -> Any:
         # TF divides by zero silently (inf, NaN), so numpy must not warn where Keras does not.
         with np.errstate(divide="ignore", invalid="ignore"):
-            return self._adagrad_step(var, grad, *slots)
+            return self._adagrad_step(var, grad, *slots, learning_rate=learning_rate)
 
-    def _adagrad_step(self, var: Any, grad: Any, *slots: Any) -> Any:
+    def _adagrad_step(self, var: Any, grad: Any, *slots: Any, learning_rate: np.ndarray) -> Any:
         dtype = np.dtype(var.dtype)
         cast = dtype.type
-        lr = cast(np.float32(self.learning_rate))  # Keras keeps it in a float32 variable
+        lr = cast(learning_rate)  # Keras's ops.cast(learning_rate, variable.dtype)
         epsilon = cast(self.epsilon)  # a Python float Keras converts straight to the dtype
         (accumulator,) = slots
         sparse = _sparse.slices_of(grad, dtype)

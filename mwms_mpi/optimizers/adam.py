@@ -19,7 +19,7 @@ class Adam(Optimizer):
     ``var -= alpha * m / (sqrt(v) + epsilon)`` (AMSGrad keeps the largest ``v`` seen).
 
     Args:
-      learning_rate: a float, 0.001 by default.
+      learning_rate: a float or a schedule, 0.001 by default.
       beta_1: the decay of the first moment, 0.9.
       beta_2: the decay of the second moment, 0.999.
       epsilon: added for numerical stability, 1e-7 as in Keras.
@@ -46,18 +46,18 @@ class Adam(Optimizer):
         )
         self._last_scalars: tuple[tuple[Any, ...], tuple[Any, Any, Any, Any]] | None = None
 
-    def _scalars(self, cast: Any, step: int) -> tuple[Any, Any, Any, Any]:
+    def _scalars(self, cast: Any, step: int, rate: np.ndarray) -> tuple[Any, Any, Any, Any]:
         """Keras's scalars of a step in the variables' dtype (``cast``): ``alpha``,
         ``1 - beta_1``, ``1 - beta_2`` and ``epsilon``.
 
         The same for every variable of a step: made for its first variable, and kept while
-        the dtype, the step and the hyperparameters (plain attributes a user may change) are
-        the ones they were made from.
+        the dtype, the step, the step's rate and the hyperparameters (plain attributes a user
+        may change) are the ones they were made from.
         """
-        key = (cast, step, self.learning_rate, self.beta_1, self.beta_2, self.epsilon)
+        key = (cast, step, rate.dtype, rate.item(), self.beta_1, self.beta_2, self.epsilon)
         if self._last_scalars is not None and self._last_scalars[0] == key:
             return self._last_scalars[1]
-        lr = cast(np.float32(self.learning_rate))  # Keras keeps it in a float32 variable
+        lr = cast(rate)  # Keras's ops.cast(learning_rate, variable.dtype)
         t = cast(step)
         # Keras casts the betas through float32 (a Python float becomes a float32 tensor first)
         beta_1_power = cast(np.float32(self.beta_1)) ** t
@@ -67,7 +67,9 @@ class Adam(Optimizer):
         self._last_scalars = (key, scalars)
         return scalars
 
-    def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
+    def _update_step(
+        self, var: Any, grad: Any, *slots: Any, step: int, learning_rate: np.ndarray
+    ) -> Any:
         # Keras's arithmetic, in the variable's dtype and order, so results match it bitwise.
         cast = np.dtype(var.dtype).type
         sparse = _sparse.slices_of(grad, var.dtype)
@@ -80,7 +82,7 @@ class Adam(Optimizer):
             if sparse is None
             else _sparse.densify(sparse[0], xp.square(sparse[1]), tuple(var.shape))
         )
-        alpha, keep_1, keep_2, epsilon = self._scalars(cast, step)
+        alpha, keep_1, keep_2, epsilon = self._scalars(cast, step, learning_rate)
         m, v = slots[0], slots[1]
         # Each new value is written into the slot's or variable's own storage (copy-on-write
         # where read_only_value() handed it out: Variable._update_with), in the same elementwise

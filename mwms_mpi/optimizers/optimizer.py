@@ -15,12 +15,13 @@ As Keras, the first ``apply_gradients`` (or ``build``) fixes the variables: it m
 of every variable it is given, a ``None`` gradient's too, in that order; a later call with
 another variable raises.
 
-Checkpoints: the learning rate, the step counter and the slots are saved as ``learning_rate``,
-``iterations`` and ``slots/<i>`` (in creation order, as Keras saves ``_learning_rate``,
-``_iterations`` and ``_variables/<i>``). A checkpoint restored before they exist (the usual
-order: build the model, restore, train) keeps their values, and the optimizer hands its new
-variables over as soon as it has made them, before any of them is used (restore-on-create, as
-TF's deferred restoration), so a resumed run continues exactly, at the learning rate it had.
+Checkpoints: a float learning rate, the step counter and the slots are saved as
+``learning_rate``, ``iterations`` and ``slots/<i>`` (in creation order, as Keras saves
+``_learning_rate``, ``_iterations`` and ``_variables/<i>``; Keras saves no schedule). A
+checkpoint restored before they exist (the usual order: build the model, restore, train) keeps
+their values, and the optimizer hands its new variables over as soon as it has made them,
+before any of them is used (restore-on-create, as TF's deferred restoration), so a resumed run
+continues exactly, at the learning rate it had.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 
 from mwms_mpi import _context
 from mwms_mpi._arrays import array_module, as_dtype
-from mwms_mpi.optimizers import _clipping
+from mwms_mpi.optimizers import _clipping, _learning_rate
 from mwms_mpi.train import _deferred
 from mwms_mpi.types import ReduceOp, VariableAggregation
 from mwms_mpi.values import IndexedSlices, PerReplica
@@ -93,23 +94,6 @@ def _require_scope(strategy: Any, variables: Sequence[Any]) -> None:
             raise RuntimeError(f'Need to be inside "with strategy.scope()" for {owner!r}')
 
 
-class _LearningRate:
-    """The learning rate as a checkpoint value (Keras saves its ``learning_rate`` variable):
-    float64, so that a restored rate is the very float the run had."""
-
-    shape = ()
-    dtype = np.dtype(np.float64)
-
-    def __init__(self, optimizer: Optimizer) -> None:
-        self._optimizer = optimizer
-
-    def numpy(self) -> np.ndarray:
-        return np.asarray(self._optimizer.learning_rate, np.float64)
-
-    def assign(self, value: Any) -> None:
-        self._optimizer.learning_rate = float(np.asarray(value))
-
-
 def _with_gradients(pairs: Sequence[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """The pairs that have a gradient, as Keras's ``_filter_empty_gradients``.
 
@@ -160,7 +144,8 @@ class Optimizer:
     """Applies gradients to variables; subclasses define the slots and the per-copy update.
 
     Args:
-      learning_rate: a float.
+      learning_rate: a float, a schedule (``optimizers.schedules``, called with the step
+        count) or a callable of no arguments, as Keras takes it.
       name: a name for the optimizer's variables.
       weight_decay: Keras's decoupled weight decay: before each update, every variable (but
         those excluded by ``exclude_from_weight_decay``) loses ``variable * weight_decay *
@@ -229,13 +214,23 @@ class Optimizer:
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self._exclude_ids: set[int] = set()
         self._exclude_pattern: re.Pattern[str] | None = None
-        self.learning_rate = float(learning_rate)
+        self._learning_rate = _learning_rate.checked(learning_rate)
         self.name = name
         self._iterations: Any = None
         self._slots: dict[int, list[Any]] = {}
         self._built: list[Any] = []  # the variables slots were made for, in creation order
         self._is_built = False  # Keras's `built`: set once every slot of the first call exists
-        self._saved_learning_rate = _LearningRate(self)  # one object: state copies know it
+        self._saved_learning_rate = _learning_rate.SavedLearningRate(self)  # one, for copies
+
+    @property
+    def learning_rate(self) -> Any:
+        """The learning rate as Keras gives it: the float, a schedule's value at the step count,
+        or a callable's value; setting it follows Keras (``_learning_rate.replaced``)."""
+        return _learning_rate.current(self._learning_rate, self._iterations)
+
+    @learning_rate.setter
+    def learning_rate(self, value: Any) -> None:
+        self._learning_rate = _learning_rate.replaced(self._learning_rate, value)
 
     @property
     def iterations(self) -> Any:
@@ -250,13 +245,15 @@ class Optimizer:
         return found
 
     def _trackable_children(self) -> dict[str, Any]:
-        """What ``mwms_mpi.train.Checkpoint`` saves: the learning rate, the step counter and
-        the slots, in order.
+        """What ``mwms_mpi.train.Checkpoint`` saves: the learning rate (a float one: Keras
+        saves no schedule), the step counter and the slots, in order.
 
         The step counter and the slots only once the optimizer is built; a restore before that
         keeps their values and assigns them when they are made (restore-on-create).
         """
-        children: dict[str, Any] = {"learning_rate": self._saved_learning_rate}
+        children: dict[str, Any] = {}
+        if isinstance(self._learning_rate, float):
+            children["learning_rate"] = self._saved_learning_rate
         if self._iterations is not None:
             children.update(iterations=self._iterations, slots=self.variables()[1:])
         return children
@@ -295,12 +292,12 @@ class Optimizer:
             return False
         return self._exclude_pattern is None or self._exclude_pattern.search(var.name) is None
 
-    def _decay(self, var: Any) -> None:
+    def _decay(self, var: Any, learning_rate: np.ndarray) -> None:
         """Keras's (TF backend) weight decay of one copy: ``var -= var * wd * lr``, with the
-        learning rate a float32 variable and the decay a Python float cast through float32
-        (``tf.cast``) to the variable's dtype."""
+        step's learning rate and the decay (a Python float cast through float32 by
+        ``tf.cast``) in the variable's dtype."""
         cast = np.dtype(var.dtype).type
-        wd, lr = cast(np.float32(self.weight_decay)), cast(np.float32(self.learning_rate))
+        wd, lr = cast(np.float32(self.weight_decay)), cast(learning_rate)
         value = var._dense()
         var._update_with(array_module(value).subtract, value * wd * lr, "AssignSubVariableOp")
 
@@ -357,26 +354,33 @@ class Optimizer:
         pairs = _with_gradients(pairs)
         variables = [v for _, v in pairs]
         reduced = strategy.extended.batch_reduce_to(ReduceOp.SUM, list(pairs))
+        # Keras reads the rate once per step, with the counter before the step
+        rate = _learning_rate.for_step(self._learning_rate, self._iterations)
         step = int(np.asarray(self._iterations.numpy())) + 1
         if _updatable_together(strategy, variables, reduced, self._iterations):
-            self._update_together(strategy, variables, reduced, step)
+            self._update_together(strategy, variables, reduced, step, rate)
             return self._iterations
         for var in variables:  # Keras decays every variable, then updates each
             if self._uses_weight_decay(var):
-                strategy.extended.update(var, self._decay, group=False)
+                strategy.extended.update(var, self._decay, args=(rate,), group=False)
         for grad, var in zip(reduced, variables, strict=True):
             strategy.extended.update(
                 var,
                 self._update_step,
                 args=(grad, *self._slots[id(var)]),
-                kwargs={"step": step},
+                kwargs={"step": step, "learning_rate": rate},
                 group=False,
             )
         self._iterations.assign_add(np.int64(1), read_value=False)
         return self._iterations
 
     def _update_together(
-        self, strategy: Any, variables: Sequence[Any], reduced: Sequence[Any], step: int
+        self,
+        strategy: Any,
+        variables: Sequence[Any],
+        reduced: Sequence[Any],
+        step: int,
+        rate: np.ndarray,
     ) -> None:
         """Every variable's update and the step count in one ``extended.update``: the same
         arithmetic on the same copies as one update per variable, with one update context per
@@ -414,18 +418,21 @@ class Optimizer:
             for i in range(len(counter))
         )
         strategy.extended.update(
-            variables[0], self._update_copies, args=(PerReplica(per_device), step), group=False
+            variables[0],
+            self._update_copies,
+            args=(PerReplica(per_device), step, rate),
+            group=False,
         )
 
-    def _update_copies(self, _first: Any, device: Any, step: int) -> None:
+    def _update_copies(self, _first: Any, device: Any, step: int, rate: np.ndarray) -> None:
         """One device's copies: every variable's weight decay and ``_update_step`` in order,
         then the count (decaying a variable just before its own step is Keras's arithmetic:
         no step reads another variable)."""
         counter, updates = device
         for var, grad, slots, decays in updates:
             if decays:
-                self._decay(var)
-            self._update_step(var, grad, *slots, step=step)
+                self._decay(var, rate)
+            self._update_step(var, grad, *slots, step=step, learning_rate=rate)
         counter._update_with(np.add, _ONE_STEP, "AssignAddVariableOp")
 
     def _build(self, strategy: Any, variables: Sequence[Any]) -> None:
@@ -476,6 +483,10 @@ class Optimizer:
         """
         return zeros
 
-    def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
-        """Updates one copy of ``var`` (and its slots' copies) with the summed ``grad``."""
+    def _update_step(
+        self, var: Any, grad: Any, *slots: Any, step: int, learning_rate: np.ndarray
+    ) -> Any:
+        """Updates one copy of ``var`` (and its slots' copies) with the summed ``grad``, at the
+        step's ``learning_rate`` (a 0-d array: cast it to the variable's dtype, as Keras's
+        ``ops.cast(learning_rate, variable.dtype)``)."""
         raise NotImplementedError

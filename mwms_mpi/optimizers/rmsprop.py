@@ -23,7 +23,7 @@ class RMSprop(Optimizer):
     (the increment is scattered into the variable row by row).
 
     Args:
-      learning_rate: a float, 0.001 by default.
+      learning_rate: a float or a schedule, 0.001 by default.
       rho: the discounting factor for the old gradients, 0.9.
       momentum: a float; above 0 the optimizer keeps a momentum slot (Keras's test).
       epsilon: added for numerical stability, 1e-7 as in Keras.
@@ -52,18 +52,20 @@ class RMSprop(Optimizer):
             + (("average_gradient",) if centered else ())
         )
 
-    def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
+    def _update_step(
+        self, var: Any, grad: Any, *slots: Any, step: int, learning_rate: np.ndarray
+    ) -> Any:
         # TF divides by zero silently (inf, NaN), so numpy must not warn where Keras does not.
         with np.errstate(divide="ignore", invalid="ignore"):
-            return self._rmsprop_step(var, grad, *slots)
+            return self._rmsprop_step(var, grad, *slots, learning_rate=learning_rate)
 
-    def _rmsprop_step(self, var: Any, grad: Any, *slots: Any) -> Any:
-        # Keras's ops in its order and dtypes: the learning rate is a float32 variable cast to
-        # the variable's dtype; rho, 1 - rho (a Python double), momentum and epsilon are Python
+    def _rmsprop_step(self, var: Any, grad: Any, *slots: Any, learning_rate: np.ndarray) -> Any:
+        # Keras's ops in its order and dtypes: the step's learning rate is cast to the
+        # variable's dtype; rho, 1 - rho (a Python double), momentum and epsilon are Python
         # floats that Keras converts straight to the variable's dtype (never through float32).
         dtype = np.dtype(var.dtype)
         cast = dtype.type
-        lr = cast(np.float32(self.learning_rate))
+        lr = cast(learning_rate)
         rho, one_minus_rho = cast(self.rho), cast(1 - self.rho)
         sparse = _sparse.slices_of(grad, dtype)
         shape = tuple(var.shape)

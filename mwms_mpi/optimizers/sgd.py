@@ -15,7 +15,7 @@ class SGD(Optimizer):
     ``m = momentum * m - lr * g; v += m`` (Nesterov: ``v += momentum * m - lr * g``).
 
     Args:
-      learning_rate: a float, 0.01 by default as in Keras.
+      learning_rate: a float or a schedule, 0.01 by default as in Keras.
       momentum: a float >= 0.
       nesterov: whether to use Nesterov momentum.
       name: a name for the optimizer's variables.
@@ -41,9 +41,11 @@ class SGD(Optimizer):
         self.nesterov = nesterov
         self._slot_names = ("momentum",) if self.momentum else ()
 
-    def _update_step(self, var: Any, grad: Any, *slots: Any, step: int) -> Any:
+    def _update_step(
+        self, var: Any, grad: Any, *slots: Any, step: int, learning_rate: np.ndarray
+    ) -> Any:
         dtype = np.dtype(var.dtype)
-        lr = dtype.type(np.float32(self.learning_rate))  # Keras keeps it in a float32 variable
+        lr = dtype.type(learning_rate)  # Keras's ops.cast(learning_rate, variable.dtype)
         sparse = _sparse.slices_of(grad, dtype)
         if not slots and sparse is not None:  # Keras: scatter_sub, row by row (repeats too)
             indices, values = sparse

@@ -9,11 +9,17 @@ are made lazily (built on first call, as a Keras layer builds its kernel) derive
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from mwms_mpi import nest
 from mwms_mpi.train import _deferred
 from mwms_mpi.train._walk import is_variable
+
+# TF's module.py: ``_CAMEL_TO_SNAKE_R`` and ``_VALID_IDENTIFIER``
+_CAMEL_TO_SNAKE = re.compile(r"((?<=[a-z0-9])[A-Z]|(?!^)[A-Z](?=[a-z]))")
+_VALID_IDENTIFIER = re.compile(r"^[a-zA-Z_]([a-zA-Z0-9_])*$")
 
 
 class Module:
@@ -23,15 +29,24 @@ class Module:
     a ``Checkpoint`` saves them, and setting one tells a pending ``Checkpoint.restore`` that
     the object may have a new child, which then gets its saved value at once
     (restore-on-create). ``variables`` and ``trainable_variables`` collect the variables under
-    the module as ``tf.Module`` does: attributes in name order, into nested modules, lists,
-    tuples and dicts (keys in order).
+    the module in ``tf.Module``'s order (TF's ``_flatten_module``, see :func:`_flatten`).
 
     Args:
       name: the module's name (the class name in snake case, as TF, when ``None``).
+
+    Raises:
+      ValueError: for a ``name`` that is not a Python identifier (TF's message).
     """
 
     def __init__(self, name: str | None = None) -> None:
-        object.__setattr__(self, "_name", name or _snake(type(self).__name__))
+        if name is None:
+            name = _snake(type(self).__name__)
+        elif not _VALID_IDENTIFIER.match(name):
+            raise ValueError(
+                f"{name!r} is not a valid module name. Module names must be valid Python "
+                "identifiers (e.g. a valid class name)."
+            )
+        object.__setattr__(self, "_name", name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -48,38 +63,80 @@ class Module:
 
     @property
     def variables(self) -> tuple[Any, ...]:
-        """Every variable under this module, each once, in attribute-name order."""
-        return tuple(_variables(self, set()))
+        """Every variable under this module, each once: its own, then its submodules' (TF's
+        order, :func:`_flatten`).
+
+        Raises:
+          ValueError: when an attribute cannot be flattened (a dict with keys of unorderable
+            types), naming the attribute as TF does.
+        """
+        return tuple(_flatten(self, is_variable))
 
     @property
     def trainable_variables(self) -> tuple[Any, ...]:
-        """The variables under this module that are trainable."""
-        return tuple(v for v in self.variables if getattr(v, "trainable", True))
+        """The variables under this module that are trainable, in the order of ``variables``.
+
+        Raises:
+          ValueError: as ``variables``.
+        """
+        return tuple(
+            _flatten(self, lambda v: is_variable(v) and bool(getattr(v, "trainable", False)))
+        )
 
 
-def _variables(obj: Any, seen: set[int]) -> Iterator[Any]:
-    if id(obj) in seen:
-        return
-    seen.add(id(obj))
-    if is_variable(obj):
-        yield obj
-        return
-    if isinstance(obj, dict):
-        items = [obj[k] for k in sorted(obj, key=repr)]
-    elif isinstance(obj, list | tuple):
-        items = list(obj)
-    elif isinstance(obj, Module):
-        items = list(obj._trackable_children().values())
-    else:
-        return
-    for item in items:
-        yield from _variables(item, seen)
+def _flatten(
+    module: Module, predicate: Callable[[Any], bool], seen: set[int] | None = None
+) -> Iterator[Any]:
+    """TF's ``_flatten_module``: what ``tf.Module.variables`` walks, in TF's order.
+
+    The module's attributes in sorted name order, each flattened with tf.nest's rules (dict
+    keys sorted by the keys themselves, namedtuples by field), give its leaves; every leaf is
+    taken once (by identity, across the whole walk), and the module's own matching leaves all
+    come before any submodule's, whose walks follow in the order they were found. The order
+    matters: optimizers and ``zip(grads, model.trainable_variables)`` pair by position.
+
+    Raises:
+      ValueError: "Error processing property ..." when an attribute cannot be flattened
+        (TF's text, the container shown as TF's tracking wrappers show it).
+    """
+    if seen is None:
+        seen = {id(module)}
+    submodules = []
+    attributes = vars(module)
+    for key in sorted(attributes):
+        prop = attributes[key]
+        try:
+            leaves = nest.flatten(prop, expand_composites=True)
+        except Exception as cause:
+            raise ValueError(
+                f"Error processing property {key!r} of {_tracked_repr(prop)}"
+            ) from cause
+        for leaf in leaves:
+            if id(leaf) in seen:
+                continue
+            seen.add(id(leaf))
+            if predicate(leaf):
+                yield leaf
+            if isinstance(leaf, Module):
+                submodules.append(leaf)  # walk direct properties first, then recurse
+    for submodule in submodules:
+        yield from _flatten(submodule, predicate, seen)
+
+
+def _tracked_repr(value: Any) -> str:
+    """``repr`` of an attribute as TF shows it: a ``tf.Module`` wraps the dicts, lists and
+    tuples set on it (``DictWrapper``, ``ListWrapper``, ``_TupleWrapper``), nested ones too."""
+    if type(value) is dict:
+        items = ", ".join(f"{k!r}: {_tracked_repr(v)}" for k, v in value.items())
+        return f"DictWrapper({{{items}}})"
+    if type(value) is list:
+        return f"ListWrapper([{', '.join(_tracked_repr(v) for v in value)}])"
+    if type(value) is tuple:
+        inner = ", ".join(_tracked_repr(v) for v in value) + ("," if len(value) == 1 else "")
+        return f"_TupleWrapper(({inner}))"
+    return repr(value)
 
 
 def _snake(name: str) -> str:
-    out = []
-    for i, c in enumerate(name):
-        if c.isupper() and i and (not name[i - 1].isupper() or name[i + 1 : i + 2].islower()):
-            out.append("_")
-        out.append(c.lower())
-    return "".join(out)
+    """TF's ``camel_to_snake``: ``A_B`` is ``a_b``, ``HTTPServer`` ``http_server``."""
+    return _CAMEL_TO_SNAKE.sub(r"_\1", name).lower()

@@ -114,6 +114,20 @@ def convert_to_dtype(value: Any, dtype: Any) -> Any:
     return np.array(as_array(value), dtype=dtype, copy=True)
 
 
+def refuse_variable_of_other_dtype(value: Any, dtype: Any) -> None:
+    """TF never casts a variable while converting it (``_dense_var_to_tensor``): assigning a
+    float64 variable to a float32 one is an error, not a silent cast as for an array.
+
+    Raises:
+      ValueError: when ``value`` is a variable whose dtype is not ``dtype`` (TF's message).
+    """
+    if isinstance(value, VariableBase) and np.dtype(value.dtype) != np.dtype(dtype):  # type: ignore[attr-defined]
+        raise ValueError(
+            f"Incompatible type conversion requested to type {np.dtype(dtype).name} for "
+            f"`tf.Variable of type {np.dtype(value.dtype).name}. (Variable: {value!r})"  # type: ignore[attr-defined]
+        )
+
+
 def truediv_dtype(dtype: Any) -> np.dtype:
     """The dtype of a division of ``dtype`` values (TF's ``_TRUEDIV_TABLE``): 8- and 16-bit
     integers give float32, wider ones float64; floating and complex dtypes are kept.

@@ -10,7 +10,7 @@ never imports the strategy layer.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -20,8 +20,9 @@ from mwms_mpi import _arrays, _context
 from mwms_mpi._context import StrategyLike
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
 from mwms_mpi.values._base import VariableBase
-from mwms_mpi.values.convert import as_array, convert_to_dtype
+from mwms_mpi.values.convert import as_array, convert_to_dtype, refuse_variable_of_other_dtype
 from mwms_mpi.values.scatter import ScatterMixin
+from mwms_mpi.values.variable_operators import VariableOperators
 
 _CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -108,27 +109,17 @@ def _validate_plain(
     return synchronization, aggregation, bool(trainable)
 
 
-def _operand(x: Any) -> Any:
-    return x._dense() if isinstance(x, Variable) else reads.not_traced(x)
-
-
-def _binary(op: Callable[[Any, Any], Any], reflected: bool = False) -> Any:
-    def method(self: Variable, other: Any) -> Any:
-        a, b = self._dense(), _operand(other)
-        fn = getattr(_arrays.array_module(a, b), op.__name__)  # numpy's ufunc, or CuPy's
-        return _arrays.as_result(fn(b, a) if reflected else fn(a, b))
-
-    return method
-
-
-class Variable(reads.ArrayReadsMixin, ScatterMixin, VariableBase, metaclass=_VariableMeta):
+class Variable(
+    reads.ArrayReadsMixin, ScatterMixin, VariableOperators, VariableBase, metaclass=_VariableMeta
+):
     """A variable maintains shared, persistent state manipulated by a program (``tf.Variable``).
 
     The value is a numpy array, or a CuPy array on a GPU when the initial value is one. Reads
     (``read_value``, ``value``, operators) return fresh arrays of that kind, ``numpy()`` a
     host copy; ``assign``/``assign_add``/``assign_sub`` convert the value to the variable's
-    dtype as ``tf.convert_to_tensor`` does and keep the shape. Inside ``strategy.scope()`` the
-    constructor returns a ``MirroredVariable`` or ``SyncOnReadVariable``.
+    dtype as ``tf.convert_to_tensor`` does and keep the shape. Operators follow TF's rules
+    (``values/variable_operators.py``). Inside ``strategy.scope()`` the constructor returns a
+    ``MirroredVariable`` or ``SyncOnReadVariable``.
 
     Args:
       initial_value: an array-like, or a callable returning one, the initial value.
@@ -148,8 +139,8 @@ class Variable(reads.ArrayReadsMixin, ScatterMixin, VariableBase, metaclass=_Var
       experimental_enable_variable_lifting: accepted and ignored.
 
     Raises:
-      ValueError: for a missing initial value, an incompatible ``shape``, or invalid
-        ``synchronization``/``aggregation`` (TF's messages).
+      ValueError: for a missing initial value, an incompatible ``shape``, a ``constraint``
+        that is not callable, or invalid ``synchronization``/``aggregation`` (TF's messages).
       TypeError: for an initial value that cannot be converted to ``dtype``.
     """
 
@@ -175,6 +166,11 @@ class Variable(reads.ArrayReadsMixin, ScatterMixin, VariableBase, metaclass=_Var
         del validate_shape, caching_device, import_scope, experimental_enable_variable_lifting
         if variable_def is not None:
             raise NotImplementedError("variable_def is not supported (there are no graphs here)")
+        if constraint is not None and not callable(constraint):
+            raise ValueError(  # TF's text, repeated words and two spaces included
+                "Argument `constraint` must be None or a callable. a callable. Got a "
+                f"{type(constraint)}:  {constraint}"
+            )
         self._synchronization, self._aggregation, self._trainable = _validate_plain(
             synchronization, aggregation, trainable, name
         )
@@ -289,9 +285,11 @@ class Variable(reads.ArrayReadsMixin, ScatterMixin, VariableBase, metaclass=_Var
           TF's eager ``assign`` returns); else ``None``.
 
         Raises:
-          ValueError: if the value's shape is incompatible (TF's message).
+          ValueError: if the value's shape is incompatible, or the value is a variable of
+            another dtype (TF's messages).
           TypeError: if the value cannot be converted to the variable's dtype.
         """
+        refuse_variable_of_other_dtype(value, self._dtype)
         array = _arrays.like(convert_to_dtype(value, self._dtype), self._value)
         if not _compatible(self._shape, array.shape):
             raise ValueError(
@@ -302,6 +300,7 @@ class Variable(reads.ArrayReadsMixin, ScatterMixin, VariableBase, metaclass=_Var
         return UnreadVariable(self) if read_value else None
 
     def _apply(self, value: Any, read_value: bool, op: Any, op_name: str) -> Any:
+        refuse_variable_of_other_dtype(value, self._dtype)
         array = _arrays.like(convert_to_dtype(value, self._dtype), self._value)
         fn = getattr(_arrays.array_module(self._value), op.__name__)
         self._update_with(fn, array, op_name)
@@ -387,37 +386,17 @@ class Variable(reads.ArrayReadsMixin, ScatterMixin, VariableBase, metaclass=_Var
     def __abs__(self) -> Any:
         return _arrays.as_result(abs(self._dense()))
 
-    def __invert__(self) -> Any:
-        return _arrays.as_result(~self._dense())
+    def __iter__(self) -> Iterator[Any]:
+        """The rows of the value, each a fresh array (TF iterates the tensor it reads).
 
-    __add__ = _binary(np.add)
-    __radd__ = _binary(np.add, reflected=True)
-    __sub__ = _binary(np.subtract)
-    __rsub__ = _binary(np.subtract, reflected=True)
-    __mul__ = _binary(np.multiply)
-    __rmul__ = _binary(np.multiply, reflected=True)
-    __truediv__ = _binary(np.true_divide)
-    __rtruediv__ = _binary(np.true_divide, reflected=True)
-    __floordiv__ = _binary(np.floor_divide)
-    __rfloordiv__ = _binary(np.floor_divide, reflected=True)
-    __mod__ = _binary(np.mod)
-    __rmod__ = _binary(np.mod, reflected=True)
-    __pow__ = _binary(np.power)
-    __rpow__ = _binary(np.power, reflected=True)
-    __matmul__ = _binary(np.matmul)
-    __rmatmul__ = _binary(np.matmul, reflected=True)
-    __and__ = _binary(np.logical_and)
-    __rand__ = _binary(np.logical_and, reflected=True)
-    __or__ = _binary(np.logical_or)
-    __ror__ = _binary(np.logical_or, reflected=True)
-    __xor__ = _binary(np.logical_xor)
-    __rxor__ = _binary(np.logical_xor, reflected=True)
-    __lt__ = _binary(np.less)
-    __le__ = _binary(np.less_equal)
-    __gt__ = _binary(np.greater)
-    __ge__ = _binary(np.greater_equal)
-    __eq__ = _binary(np.equal)
-    __ne__ = _binary(np.not_equal)
+        Raises:
+          TypeError: for a scalar variable (TF's message; Python's fallback through
+            ``__getitem__`` would give an empty list).
+        """
+        value = self._dense()
+        if value.ndim == 0:
+            raise TypeError("Cannot iterate over a scalar tensor.")
+        return iter([_arrays.array_copy(row) for row in value])
 
 
 _SIGNATURE = inspect.signature(Variable.__init__)

@@ -1,5 +1,6 @@
 """Keras's base optimizer arguments (``weight_decay``, ``clipnorm``, ``clipvalue``,
-``global_clipnorm``, ``loss_scale_factor``, ``exclude_from_weight_decay``, ``AdamW``) give
+``global_clipnorm``, ``loss_scale_factor``, ``exclude_from_weight_decay``, ``AdamW``, and
+learning-rate schedules) give
 Keras 3.15.1's bits under a two-replica ``MirroredStrategy``.
 
 The expected values are what Keras did with the same programs, pinned in
@@ -22,6 +23,7 @@ import pytest
 import mwms_mpi
 import mwms_mpi.distribute
 from mwms_mpi import optimizers
+from mwms_mpi.optimizers import schedules
 
 PINS = json.loads((Path(__file__).parent / "keras_base_args_pins.json").read_text())["cases"]
 
@@ -32,7 +34,11 @@ def _run(case: dict[str, Any]) -> dict[str, Any]:
     dtype = np.dtype(case["dtype"])
     with strategy.scope():
         variables = [mwms_mpi.Variable(np.asarray(v, dtype), name=n) for n, v in case["inits"]]
-        optimizer = getattr(optimizers, case["opt"])(**case["kwargs"])
+        kwargs = dict(case["kwargs"])
+        if isinstance(kwargs.get("learning_rate"), dict):  # a schedule, by class and arguments
+            rate = kwargs["learning_rate"]
+            kwargs["learning_rate"] = getattr(schedules, rate["schedule"])(**rate["kwargs"])
+        optimizer = getattr(optimizers, case["opt"])(**kwargs)
     if case["exclude"]:
         exclude = dict(case["exclude"])
         if "var_list" in exclude:

@@ -11,6 +11,7 @@ import threading
 import numpy as np
 import pytest
 
+import mwms_mpi
 import mwms_mpi.distribute as ds
 from mwms_mpi import errors
 from mwms_mpi.distribute.cross_device_ops import as_array, reduce_non_distributed_value
@@ -200,3 +201,20 @@ def test_reduce_non_distributed_value() -> None:
         reduce_non_distributed_value(ReduceOp.SUM, 0.0, "/cpu:0", 2)  # TF 2.21's own failure
     with pytest.raises(ValueError, match="destinations must be one of"):
         reduce_non_distributed_value(ReduceOp.SUM, np.ones(1), object(), 1)
+
+
+def test_reduce_with_an_axis_densifies_indexed_slices() -> None:
+    """TF's ``reduce_sum`` densifies an ``IndexedSlices`` (MEAN counts every dense row): TF 2.21
+    gave these with two replicas, values ``[[1, 2], [3, 4]] + 100 * r``, indices ``[0, 1 + r]``,
+    dense shape ``[4, 2]`` (it raised AttributeError here before)."""
+    s = ds.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+    def slices() -> mwms_mpi.IndexedSlices:
+        r = int(ds.get_replica_context().replica_id_in_sync_group)
+        values = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32) + 100 * r
+        return mwms_mpi.IndexedSlices(values, np.array([0, 1 + r]), np.array([4, 2]))
+
+    value = s.run(slices)
+    assert s.reduce("SUM", value, axis=0).tolist() == [208.0, 212.0]
+    assert s.reduce("MEAN", value, axis=0).tolist() == [26.0, 26.5]
+    assert s.reduce("MEAN", value, axis=1).tolist() == [51.5, 1.75, 51.75, 0.0]
