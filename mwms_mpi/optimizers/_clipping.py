@@ -120,7 +120,8 @@ def _clip_by_global_norm(grads: Sequence[Any], clip_norm: Any) -> list[Any]:
 
     Raises:
       InvalidArgumentError: for gradients of different float dtypes (Keras's norm is then of
-        the wider dtype, and TF's ``Mul`` refuses the narrower gradient).
+        the wider dtype, and TF's ``Mul`` refuses the narrower gradient); ValueError where the
+        narrower one is an ``IndexedSlices`` (TF's conversion refuses it first).
     """
     present = [g for g in grads if g is not None]
     squares = [reduce_sum_all(_dense_squares(g)) for g in present]
@@ -135,6 +136,12 @@ def _clip_by_global_norm(grads: Sequence[Any], clip_norm: Any) -> list[Any]:
         if g is None:
             out.append(None)
             continue
+        if isinstance(g, IndexedSlices) and g.values.dtype != dtype:
+            # TF converts the slices to the scale's dtype first, and refuses
+            raise ValueError(
+                f"Incompatible tensor conversion requested to `dtype` {np.dtype(dtype).name} "
+                f"for IndexedSlices ({g!r})"
+            )
         dense = to_dense(g) if isinstance(g, IndexedSlices) else g
         if dense.dtype != dtype:
             raise errors.InvalidArgumentError(

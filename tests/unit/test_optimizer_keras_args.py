@@ -126,3 +126,21 @@ def test_default_strategy_and_foreign_gradients() -> None:
     before = b.numpy()
     opt.apply_gradients([(np.zeros(2, f), w), (np.zeros(1, f), b)])
     np.testing.assert_array_equal(b.numpy(), before)  # excluded: no decay, zero gradient
+
+
+def test_global_clipnorm_of_mixed_dtypes_raises_tf_errors() -> None:
+    """A float32 and a float64 gradient: Keras's norm is float64, and TF refuses the float32
+    one, dense (``Mul``) or sparse (the conversion); nothing is updated (found by fuzzing
+    against TF 2.21)."""
+    v0 = mwms_mpi.Variable(np.array([1.0, 2.0], np.float32), name="v0")
+    v1 = mwms_mpi.Variable(np.array([1.0, 2.0], np.float64), name="v1")
+    sparse = mwms_mpi.IndexedSlices(np.float32([3.0, 4.0]), np.array([0, 1]), np.array([2]))
+    opt = optimizers.SGD(learning_rate=0.1, global_clipnorm=1.0)
+    with pytest.raises(
+        ValueError,
+        match="Incompatible tensor conversion requested to `dtype` float64 for IndexedSlices",
+    ):
+        opt.apply_gradients([(sparse, v0), (np.float64([3.0, 4.0]), v1)])
+    with pytest.raises(mwms_mpi.errors.InvalidArgumentError, match="cannot compute Mul"):
+        opt.apply_gradients([(np.float32([3.0, 4.0]), v0), (np.float64([3.0, 4.0]), v1)])
+    assert v0.numpy().tolist() == [1.0, 2.0] and v1.numpy().tolist() == [1.0, 2.0]
