@@ -11,7 +11,7 @@ bits: ``tests/unit/test_schedules.py`` pins Keras 3.15.1's values over 700 steps
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -267,35 +267,39 @@ class CosineDecayRestarts(LearningRateSchedule):
         return np.asarray(initial * decayed)
 
 
+@functools.cache
 def _c_float_functions() -> dict[str, Any]:
     """The C library's float32 ``cosf``, ``logf`` and ``powf``, which TF's CPU kernels call for
     a scalar (numpy's own float32 ``cos`` and ``log`` differ from them in the last bit at some
-    arguments); empty where no C math library is found (numpy's are used then)."""
-    path = ctypes.util.find_library("m") or ctypes.util.find_library("c")
-    if path is None:
-        return {}
-    try:
-        library = ctypes.CDLL(path)
-    except OSError:
-        return {}
-    found = {}
+    arguments); empty where no C math library is found (numpy's are used then).
+
+    Loaded on first use, by name, else from the symbols the interpreter already has (it links
+    the C math library): never ``ctypes.util.find_library``, which runs a subprocess
+    (``ldconfig``), something an MPI process should not do.
+    """
+    library = None
+    for path in ("libm.so.6", "libm.dylib", None):
+        try:
+            library = ctypes.CDLL(path)
+            break
+        except OSError:
+            continue
+    found: dict[str, Any] = {}
     for name, arity in (("cosf", 1), ("logf", 1), ("powf", 2)):
-        fn = getattr(library, name, None)
+        fn = getattr(library, name, None) if library is not None else None
         if fn is not None:
             fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float] * arity
             found[name] = fn
     return found
 
 
-_C_FLOAT = _c_float_functions()
-
-
 def _scalar(fn32: str, fn64: Any, numpy_fn: Any, *args: Any) -> Any:
     """``numpy_fn(*args)`` of 0-d arrays, as TF computes it: the C library's float32 function
     for float32, Python's (the C library's double one) for float64."""
     dtype = np.result_type(*args)
-    if dtype == np.float32 and fn32 in _C_FLOAT:
-        return np.float32(_C_FLOAT[fn32](*(float(a) for a in args)))
+    c_float = _c_float_functions() if dtype == np.float32 else {}
+    if fn32 in c_float:
+        return np.float32(c_float[fn32](*(float(a) for a in args)))
     if dtype == np.float64:
         try:
             return np.float64(fn64(*(float(a) for a in args)))

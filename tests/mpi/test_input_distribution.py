@@ -108,6 +108,38 @@ def test_every_element_once_with_tf_pieces(
     np.testing.assert_array_equal(_gather(test_comm, consumed), np.arange(n))
 
 
+@pytest.mark.parametrize(("n", "batch"), [(10, 4), (13, 6)])
+def test_from_generator_every_element_once_with_tf_pieces(
+    strategy: Any, test_comm: Any, n: int, batch: int
+) -> None:
+    """A generator source is run whole by every worker (DATA sharding, as TF), and each
+    worker's replicas get TF's pieces of every global batch."""
+    rank, workers, k = _shape(strategy)
+    calls = []
+
+    def generate() -> Any:
+        calls.append(1)
+        for i in range(n):
+            yield i, np.full((2,), i, np.float32)
+
+    spec = (TensorSpec((), np.int64), TensorSpec((2,), np.float32))
+    dataset = Dataset.from_generator(generate, output_signature=spec).batch(batch)
+    consumed: list[np.ndarray] = []
+    steps = 0
+    for ids, values in strategy.experimental_distribute_dataset(dataset):
+        global_batch = np.arange(steps * batch, min(n, (steps + 1) * batch))
+        pieces = _expected_pieces(global_batch, workers, k, rank)
+        for got_id, got_value, want in zip(
+            _local(strategy, ids), _local(strategy, values), pieces, strict=True
+        ):
+            np.testing.assert_array_equal(got_id, want)
+            np.testing.assert_array_equal(got_value, np.repeat(want, 2).reshape(-1, 2))
+            consumed.append(got_id)
+        steps += 1
+    assert steps == math.ceil(n / batch) and calls
+    np.testing.assert_array_equal(_gather(test_comm, consumed), np.arange(n))
+
+
 def test_values_are_per_replica_unless_one_replica_in_all(strategy: Any) -> None:
     # Real TF 2.21: 2 workers x 1 replica: `type_next_k1: PerReplica`, element_spec
     # `PerReplicaSpec(TensorSpec(shape=(None,), dtype=tf.int64, name=None),)`; one worker, one

@@ -1,0 +1,36 @@
+"""Dataset methods' arguments as TF takes them: integer arguments, TF's argument errors, and
+the dataset's own copy of the data it is given."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import errors, nest
+
+
+def int_arg(value: Any, op: str) -> int:
+    """An integer argument given as a Python or numpy integer (or 0-d integer array)."""
+    if value is None:
+        raise ValueError(
+            f"Attempt to convert a value (None) with an unsupported type ({type(None)}) to a "
+            "Tensor."
+        )
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral | np.ndarray):
+        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype int64")
+    array = np.asarray(value)
+    if array.ndim or not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype int64")
+    return int(array)
+
+
+def invalid(op: str, message: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, op, f"{message} [Op:{op}]")
+
+
+def owned_copy(element: Any) -> Any:
+    """A fresh copy of ``element``: the dataset owns its data, so later changes to the
+    caller's arrays do not leak in."""
+    return nest.map_structure(np.array, element)
