@@ -46,15 +46,15 @@ def as_array(value: Any) -> Any:
         return np.array(value, dtype=np.int32)
     if kind is bool:
         return np.array(value, dtype=np.bool_)
+    if _arrays.is_device_array(value):  # before the ndarray subclasses: stays on its device
+        return value
     if isinstance(value, np.ndarray | np.generic | list | tuple | int | float | complex):
         return to_array(value)  # bools, int and float subclasses (IntEnum) included, as in TF
-    if _arrays.is_device_array(value):
-        return value
     if isinstance(value, VariableBase):
         return value.read_value()
     if is_foreign_array(value):
         array = from_foreign(value)
-        return ndarray_value(array) if isinstance(array, np.ndarray) else array
+        return array if _arrays.is_device_array(array) else ndarray_value(array)
     raise ValueError(
         f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a "
         "Tensor."
