@@ -358,6 +358,13 @@ def _string(v: Any) -> bytes:
 _TF_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
 
 
+def tf_api_dtype_name(dtype: Any) -> str:
+    """A numpy dtype by TF's Python name for it (``tf.DType.name``), as TF's Python-side
+    messages say: numpy's name (``float32``), but ``string`` for bytes and unicode."""
+    dtype = np.dtype(dtype)
+    return "string" if dtype.kind in "SU" else dtype.name
+
+
 def tf_dtype_name(dtype: Any) -> str:
     """A numpy dtype by TF's kernel name for it (``DataTypeString``), as TF's op messages say:
     ``float32`` is ``float``, ``float64`` ``double``, ``float16`` ``half``, bytes and unicode

@@ -13,7 +13,7 @@ import numpy as np
 
 from mwms_mpi import _arrays, errors
 from mwms_mpi._config import switches
-from mwms_mpi._constant import tf_dtype_name
+from mwms_mpi._constant import tf_api_dtype_name, tf_dtype_name
 from mwms_mpi.collective.deterministic import local_exact_sum
 from mwms_mpi.collective.exact import supports as exact_supports
 from mwms_mpi.types import ReduceOp
@@ -50,11 +50,9 @@ def check_collective_gather_dtype(dtype: Any) -> None:
       TypeError: for anything but float16/32/64, int32 and int64 (TF's message).
     """
     if dtype not in _GATHER_DTYPES and _arrays.native_dtype(dtype) not in _GATHER_DTYPES:
-        # TF's Python name here (``float32``): numpy's, but ``string`` for bytes and unicode
-        name = "string" if np.dtype(dtype).kind in "SU" else np.dtype(dtype).name
-        raise TypeError(
-            f"Value passed to parameter 'input' has DataType {name} not in list of allowed "
-            "values: float32, float16, float64, int32, int64"
+        raise TypeError(  # TF's Python name here (``float32``), not its kernel's
+            f"Value passed to parameter 'input' has DataType {tf_api_dtype_name(dtype)} not in "
+            "list of allowed values: float32, float16, float64, int32, int64"
         )
 
 

@@ -37,6 +37,13 @@ def _cast(value: Any, dtype: np.dtype) -> Any:
     return as_array(value).astype(dtype)
 
 
+def _initial(rate: Any) -> tuple[Any, np.dtype]:
+    """The initial rate as ``tf.constant`` converts it (a Python float: float32) and its dtype,
+    which is every schedule's dtype (Keras's ``ops.convert_to_tensor``)."""
+    initial = as_array(rate)
+    return initial, initial.dtype
+
+
 def _step(step: Any, dtype: np.dtype) -> Any:
     """The step count as the schedule's dtype (a variable is read)."""
     return np.asarray(as_array(step)).astype(dtype)
@@ -81,8 +88,8 @@ class _RateDecay(LearningRateSchedule):
     def _ratio(self, step: Any) -> tuple[Any, Any]:
         """The initial rate (its dtype the schedule's) and ``step / decay_steps`` in that
         dtype, floored with ``staircase``."""
-        initial = as_array(self.initial_learning_rate)
-        p = _step(step, initial.dtype) / _cast(self.decay_steps, initial.dtype)
+        initial, dtype = _initial(self.initial_learning_rate)
+        p = _step(step, dtype) / _cast(self.decay_steps, dtype)
         return initial, (np.floor(p) if self.staircase else p)
 
 
@@ -150,8 +157,7 @@ class PolynomialDecay(LearningRateSchedule):
         _check_steps("decay_steps", decay_steps)
 
     def __call__(self, step: Any) -> Any:
-        initial = as_array(self.initial_learning_rate)
-        dtype = initial.dtype
+        initial, dtype = _initial(self.initial_learning_rate)
         end = _cast(self.end_learning_rate, dtype)
         power = _cast(self.power, dtype)
         now = _step(step, dtype)
@@ -209,8 +215,7 @@ class CosineDecay(LearningRateSchedule):
         return start * decayed
 
     def __call__(self, step: Any) -> Any:
-        initial = as_array(self.initial_learning_rate)
-        dtype = initial.dtype
+        initial, dtype = _initial(self.initial_learning_rate)
         steps = _cast(self.decay_steps, dtype)
         now = _step(step, dtype)
         if self.warmup_target is None:
@@ -248,8 +253,7 @@ class CosineDecayRestarts(LearningRateSchedule):
         _check_steps("first_decay_steps", first_decay_steps)
 
     def __call__(self, step: Any) -> Any:
-        initial = as_array(self.initial_learning_rate)
-        dtype = initial.dtype
+        initial, dtype = _initial(self.initial_learning_rate)
         one = dtype.type(1.0)
         alpha = _cast(self.alpha, dtype)
         t_mul, m_mul = _cast(self._t_mul, dtype), _cast(self._m_mul, dtype)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
-from mwms_mpi._constant import tf_dtype_name
+from mwms_mpi._constant import tf_api_dtype_name, tf_dtype_name
 from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.convert import as_array, convert_to_dtype, truediv
 from mwms_mpi.values.foreign import not_traced
@@ -39,8 +39,8 @@ def _mismatch(op: str, x: np.dtype[Any], y: np.dtype[Any]) -> Exception:
     """TF's error for operands of two dtypes: the kernel's, or ``truediv``'s own check."""
     if op == "RealDiv":
         return TypeError(
-            f"`x` and `y` must have the same dtype, got tf.{_tf_api_name(x)} != "
-            f"tf.{_tf_api_name(y)}."
+            f"`x` and `y` must have the same dtype, got tf.{tf_api_dtype_name(x)} != "
+            f"tf.{tf_api_dtype_name(y)}."
         )
     return errors.InvalidArgumentError(
         None,
@@ -48,10 +48,6 @@ def _mismatch(op: str, x: np.dtype[Any], y: np.dtype[Any]) -> Exception:
         f"cannot compute {op} as input #1(zero-based) was expected to be a {tf_dtype_name(x)} "
         f"tensor but is a {tf_dtype_name(y)} tensor [Op:{op}] name: ",
     )
-
-
-def _tf_api_name(dtype: np.dtype[Any]) -> str:
-    return "string" if dtype.kind in "SU" else dtype.name
 
 
 def _operand(variable: Any, other: Any, op: str, reflected: bool) -> Any:

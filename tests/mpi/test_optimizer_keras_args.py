@@ -7,7 +7,7 @@ are exact (``5 * s_r``), and with clip bounds of 5 times a dyadic number every c
 is a small dyadic multiple of ``[3, 4]``, so the sums over replicas are exact in any order and
 the variables are compared bit for bit on every rank, at any world size; ``global_clipnorm``'s
 scale ``clip / norm`` is not exact, so that case is compared within the rounding of the sum
-(DESIGN §8).
+(docs/architecture.md, "Floating-point order").
 """
 
 from __future__ import annotations
