@@ -16,6 +16,7 @@ from mwms_mpi.data.tensor_spec import TensorSpec
 
 INFINITE = -1
 UNKNOWN = -2
+INT64_MAX = 2**63 - 1
 
 
 class Node:
@@ -115,6 +116,10 @@ class Range(Node):
         return TensorSpec((), self.dtype)
 
     def cardinality(self) -> int:
+        """TF's ``RangeCardinality``: infinite once ``stop`` reaches the int64 maximum (how
+        ``enumerate`` makes an endless counter), else the count of values."""
+        if self.values.stop >= INT64_MAX:
+            return INFINITE
         return len(self.values)
 
     def iterate(self, peek: bool = False) -> Iterator[Any]:

@@ -10,6 +10,7 @@ import numpy as np
 from mwms_mpi.data import _combine, _functions, _generator, _pipeline, _shuffle, _structure
 from mwms_mpi.data._arguments import int_arg, invalid, owned_copy
 from mwms_mpi.data._iterator import OwnedIterator
+from mwms_mpi.data._transformations import DatasetOps
 from mwms_mpi.data.options import Options
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "OwnedIterator"]
@@ -19,7 +20,7 @@ INFINITE_CARDINALITY = _pipeline.INFINITE
 UNKNOWN_CARDINALITY = _pipeline.UNKNOWN
 
 
-class Dataset:
+class Dataset(DatasetOps):
     """Represents a potentially large set of elements, as ``tf.data.Dataset``.
 
     Elements are nests (tuples, namedtuples, dicts) of numpy arrays; iterating yields them
@@ -137,6 +138,8 @@ class Dataset:
             )
         # TF takes a bool as its int (range(True) is [0]); _int_arg refuses bools elsewhere
         values = [int_arg(int(a) if isinstance(a, bool) else a, "RangeDataset") for a in args]
+        if any(not -(2**63) <= v < 2**63 for v in values):
+            raise ValueError("Can't convert Python sequence with out-of-range integer to Tensor.")
         start, stop, step = (0, values[0], 1) if len(values) == 1 else (*values, 1)[:3]
         if step == 0:
             raise invalid("RangeDataset", "step must be a non-zero integer.")
