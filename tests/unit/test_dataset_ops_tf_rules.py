@@ -13,7 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+import mwms_mpi.distribute as ds
+from mwms_mpi import errors
 from mwms_mpi.data import Dataset, TensorSpec
+from mwms_mpi.data import distribute as dd
 
 D = Dataset
 R = Dataset.range
@@ -87,3 +90,196 @@ def test_enumerate_argument_errors() -> None:
     for make in (lambda: R(3).enumerate(2**63), lambda: R(2**63), lambda: R(1, 2**63)):
         with pytest.raises(ValueError, match="out-of-range integer to Tensor"):
             make()
+
+
+# --- padded_batch ------------------------------------------------------------------------------
+
+
+def test_padded_batch_pads_unknown_dims_to_the_longest_in_each_batch() -> None:
+    # V.padded_batch(2): [[1, 0], [2, 2]], [[3, 3, 3, 0], [4, 4, 4, 4]], [[5, 5, 5, 5, 5]];
+    # spec TensorSpec((None, None), int64); cardinality 3
+    ds_ = V().padded_batch(2)
+    assert items(ds_) == [
+        ("int64", [[1, 0], [2, 2]]),
+        ("int64", [[3, 3, 3, 0], [4, 4, 4, 4]]),
+        ("int64", [[5, 5, 5, 5, 5]]),
+    ]
+    assert ds_.element_spec == TensorSpec((None, None), np.int64) and card(ds_) == 3
+    # V.padded_batch(2, drop_remainder=True): spec (2, None), cardinality 2, the first two
+    ds_ = V().padded_batch(2, drop_remainder=True)
+    assert ds_.element_spec == TensorSpec((2, None), np.int64) and card(ds_) == 2
+    assert len(items(ds_)) == 2
+    # R(1, 5).map(lambda x: tf.fill([x, 5 - x], x)).padded_batch(2)
+    grid = R(1, 5).map(lambda x: np.full((int(x), int(5 - x)), x)).padded_batch(2)
+    assert grid.element_spec == TensorSpec((None, None, None), np.int64)
+    assert items(grid) == [
+        ("int64", [[[1, 1, 1, 1], [0, 0, 0, 0]], [[2, 2, 2, 0], [2, 2, 2, 0]]]),
+        ("int64", [[[3, 3], [3, 3], [3, 3], [0, 0]], [[4, 0], [4, 0], [4, 0], [4, 0]]]),
+    ]
+    # D.from_tensor_slices(np.zeros((4, 3), np.float32)).padded_batch(3): spec (None, 3)
+    assert D.from_tensor_slices(np.zeros((4, 3), np.float32)).padded_batch(
+        3
+    ).element_spec == TensorSpec((None, 3), np.float32)
+
+
+@pytest.mark.parametrize(
+    ("padded_shapes", "dim"),
+    [
+        ([6], 6),
+        ((7,), 7),
+        (5, 5),
+        (np.array([6]), 6),
+        (np.array([6], np.int32), 6),
+        ([None], None),
+        ([-1], None),
+    ],
+)
+def test_padded_batch_padded_shapes_as_tf_takes_them(padded_shapes: Any, dim: Any) -> None:
+    # V.padded_batch(2, padded_shapes=[6]): [[1, 0, 0, 0, 0, 0], [2, 2, 0, 0, 0, 0]], ...;
+    # spec (None, 6); (7,) -> (None, 7); 5 -> (None, 5) (an int is one dim); [None], [-1] ->
+    # (None, None), padded to the longest
+    ds_ = V().padded_batch(2, padded_shapes=padded_shapes)
+    assert ds_.element_spec == TensorSpec((None, dim), np.int64)
+    first = next(iter(ds_))
+    assert first.tolist() == [[1] + [0] * ((dim or 2) - 1), [2, 2] + [0] * ((dim or 2) - 2)]
+    # 2-D: padded_shapes=[5, None] and batch 3 -> spec (None, 5, None), last batch [[[4], [4],
+    # [4], [4], [0]]]
+    grid = R(1, 5).map(lambda x: np.full((int(x), int(5 - x)), x))
+    last = items(grid.padded_batch(3, padded_shapes=[5, None]))[-1]
+    assert last == ("int64", [[[4], [4], [4], [4], [0]]])
+
+
+def test_padded_batch_padding_values_per_component_default_and_broadcast() -> None:
+    # V.padded_batch(2, padding_values=np.int64(-1)): [[1, -1], [2, 2]], ...
+    assert items(V().padded_batch(2, padding_values=np.int64(-1)))[0] == (
+        "int64",
+        [[1, -1], [2, 2]],
+    )
+    pairs = V().map(lambda x: (x, x.astype(np.float32)))
+    # .padded_batch(2, padding_values=(None, np.float32(0.5))): ([[1, 0], [2, 2]],
+    # [[1.0, 0.5], [2.0, 2.0]]) first
+    assert items(pairs.padded_batch(2, padding_values=(None, np.float32(0.5))))[0] == (
+        ("int64", [[1, 0], [2, 2]]),
+        ("float32", [[1.0, 0.5], [2.0, 2.0]]),
+    )
+    # .padded_batch(2, padding_values=np.int64(1)): one value for every component -> TypeError
+    # "... values type <dtype: 'int64'> does not match type <dtype: 'float32'> ..."
+    with pytest.raises(TypeError, match="<dtype: 'int64'> does not match type <dtype: 'float32'>"):
+        pairs.padded_batch(2, padding_values=np.int64(1))
+    # dict element, padded_shapes={'a': [8], 'b': [2]}, padding_values={'a': 9, 'b': 8} (int64)
+    dicts = (
+        V()
+        .map(lambda x: {"a": x, "b": x[:1]})
+        .padded_batch(
+            2,
+            padded_shapes={"a": [8], "b": [2]},
+            padding_values={"a": np.int64(9), "b": np.int64(8)},
+        )
+    )
+    assert dicts.element_spec == {
+        "a": TensorSpec((None, 8), np.int64),
+        "b": TensorSpec((None, 2), np.int64),
+    }
+    assert items(dicts)[2] == {"a": ("int64", [[5, 5, 5, 5, 5, 9, 9, 9]]), "b": ("int64", [[5, 8]])}
+    # bool pads with False; float16 with np.float16(7)
+    flags = D.from_tensor_slices(np.ones((4, 3), np.bool_)).padded_batch(3, padded_shapes=[5])
+    assert items(flags)[1] == ("bool", [[True, True, True, False, False]])
+    halves = D.from_tensor_slices(np.ones((4, 3), np.float16)).padded_batch(
+        3, padded_shapes=[5], padding_values=np.float16(7)
+    )
+    assert items(halves)[1] == ("float16", [[1.0, 1.0, 1.0, 7.0, 7.0]])
+
+
+def test_padded_batch_argument_errors() -> None:
+    # padded_shapes=[]: ValueError 'The padded shape () is not compatible with the shape (None,)
+    # of the corresponding input component.'
+    with pytest.raises(ValueError, match=r"The padded shape \(\) is not compatible with the shape"):
+        V().padded_batch(2, padded_shapes=[])
+    # D.from_tensor_slices(np.zeros((4, 3))).padded_batch(3, padded_shapes=[2]): ValueError
+    # 'The padded shape (2,) is not compatible with the shape (3,) ...'
+    with pytest.raises(ValueError, match=r"shape \(2,\) is not compatible with the shape \(3,\)"):
+        D.from_tensor_slices(np.zeros((4, 3))).padded_batch(3, padded_shapes=[2])
+    # [6.0]: TypeError 'Padded shape [6.0] must be a `tf.int64` vector tensor, but its element
+    # type was float32.'; np.array([[6]]): ValueError '... but its shape was (1, 1).'
+    with pytest.raises(TypeError, match=r"Padded shape \[6.0\] .* element type was float32\."):
+        V().padded_batch(2, padded_shapes=[6.0])
+    with pytest.raises(ValueError, match=r"Padded shape \[\[6\]\] .* its shape was \(1, 1\)\."):
+        V().padded_batch(2, padded_shapes=np.array([[6]]))
+    # ([6],) for a one-component element: ValueError '... but its shape was (1, 1).'
+    with pytest.raises(ValueError, match=r"its shape was \(1, 1\)"):
+        V().padded_batch(2, padded_shapes=([6],))
+    pairs = V().map(lambda x: (x, x.astype(np.float32)))
+    # a list for a tuple element: TypeError 'If shallow structure is a sequence, input must also
+    # be a sequence. Input has type: 'list'.'; ([6],): ValueError "The two structures don't have
+    # the same sequence length. Input structure has length 1, while shallow structure has
+    # length 2."
+    with pytest.raises(TypeError, match="Input has type: 'list'"):
+        pairs.padded_batch(2, padded_shapes=[6])
+    with pytest.raises(ValueError, match="Input structure has length 1, while shallow"):
+        pairs.padded_batch(2, padded_shapes=([6],))
+    # padding_values=-1 (a Python int is int32): TypeError "Invalid `padding_values`.
+    # `padding_values` values type <dtype: 'int32'> does not match type <dtype: 'int64'> of the
+    # corresponding input component."; np.array([1, 2]): ValueError '... should be scalars,
+    # but got (2,).'
+    with pytest.raises(TypeError, match="<dtype: 'int32'> does not match type <dtype: 'int64'>"):
+        V().padded_batch(2, padding_values=-1)
+    with pytest.raises(ValueError, match=r"should be scalars, but got \(2,\)\."):
+        V().padded_batch(2, padding_values=np.array([1, 2]))
+    # padded_batch(0): InvalidArgumentError 'Batch size must be greater than zero.';
+    # drop_remainder=1: TypeError 'Cannot convert 1 to EagerTensor of dtype bool'
+    with pytest.raises(errors.InvalidArgumentError, match="Batch size must be greater than zero"):
+        V().padded_batch(0)
+    with pytest.raises(TypeError, match="Cannot convert 1 to EagerTensor of dtype bool"):
+        V().padded_batch(2, drop_remainder=1)
+
+
+def test_padded_batch_too_small_fails_at_the_batch_with_data_loss() -> None:
+    # V.padded_batch(2, padded_shapes=[4]): two batches, then DataLossError 'Attempted to pad to
+    # a smaller size than the input element.'
+    it = iter(V().padded_batch(2, padded_shapes=[4]))
+    assert next(it).tolist() == [[1, 0, 0, 0], [2, 2, 0, 0]]
+    assert next(it).tolist() == [[3, 3, 3, 0], [4, 4, 4, 4]]
+    with pytest.raises(errors.DataLossError, match="Attempted to pad to a smaller size"):
+        next(it)
+
+
+def _rows(n: int) -> Dataset:
+    """Rows ``[x] * (x % 7)`` for x in 1..n: lengths 1..6, then 0 (``tf.fill([x % 7], x)``)."""
+    return R(1, n + 1).map(lambda x: np.full((int(x % 7),), x))
+
+
+def test_padded_batch_under_mirrored_strategy_splits_each_padded_batch() -> None:
+    # tf.data.experimental's compute_batch_size: V9.padded_batch(5) -> 5 (it sees through
+    # padded_batch); after a map -> -1; with drop_remainder -> 5
+    assert dd.compute_batch_size(_rows(9).padded_batch(5)) == 5
+    assert dd.compute_batch_size(_rows(9).padded_batch(5).map(lambda x: x)) == -1
+    assert dd.compute_batch_size(_rows(9).padded_batch(5, drop_remainder=True)) == 5
+    # MirroredStrategy(['/cpu:0', '/cpu:1']) over two logical CPUs, experimental_distribute_dataset
+    # of V9.padded_batch(5, padding_values=np.int64(-1)), per step the replicas' values:
+    # [[[1, -1, -1, -1, -1], [2, 2, -1, -1, -1], [3, 3, 3, -1, -1]], [[4, 4, 4, 4, -1],
+    # [5, 5, 5, 5, 5]]], [[[6, 6, 6, 6, 6, 6], [-1, -1, -1, -1, -1, -1]], [[8, -1, -1, -1, -1,
+    # -1], [9, 9, -1, -1, -1, -1]]]; spec PerReplicaSpec(TensorSpec((None, None), int64) x 2)
+    strategy = ds.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    dist = strategy.experimental_distribute_dataset(
+        _rows(9).padded_batch(5, padding_values=np.int64(-1))
+    )
+    steps = [[v.tolist() for v in strategy.experimental_local_results(x)] for x in dist]
+    assert steps == [
+        [
+            [[1, -1, -1, -1, -1], [2, 2, -1, -1, -1], [3, 3, 3, -1, -1]],
+            [[4, 4, 4, 4, -1], [5, 5, 5, 5, 5]],
+        ],
+        [
+            [[6, 6, 6, 6, 6, 6], [-1, -1, -1, -1, -1, -1]],
+            [[8, -1, -1, -1, -1, -1], [9, 9, -1, -1, -1, -1]],
+        ],
+    ]
+    assert str(dist.element_spec).count("TensorSpec(shape=(None, None), dtype=int64") == 2
+    # V7.padded_batch(3, padded_shapes=[6]): third step [[[0, 0, 0, 0, 0, 0]], []] (an empty
+    # piece for replica 1); spec (None, 6) per replica; drop_remainder=True: spec (2, None)
+    dist = strategy.experimental_distribute_dataset(_rows(7).padded_batch(3, padded_shapes=[6]))
+    last = [strategy.experimental_local_results(x) for x in dist][-1]
+    assert [v.tolist() for v in last] == [[[0, 0, 0, 0, 0, 0]], []]
+    assert last[1].shape == (0, 6)
+    dist = strategy.experimental_distribute_dataset(_rows(7).padded_batch(4, drop_remainder=True))
+    assert str(dist.element_spec).count("TensorSpec(shape=(2, None), dtype=int64") == 2
