@@ -33,6 +33,10 @@ class Map(Node):
         result = self.func(*element) if type(element) is tuple else self.func(element)
         return _structure.normalize_result(result)
 
+    def result_spec(self, element: Any) -> Any:
+        """The element spec of what this node makes of one input ``element``."""
+        return _structure.spec_of(self.call(element))
+
     def element_spec(self) -> Any:
         if self._spec is None:
             self._spec = _infer_spec(self)
@@ -95,12 +99,12 @@ def _infer_spec(node: Map) -> Any:
     has_unknown = any(None in s.shape for s in nest.flatten(in_spec))
     with np.errstate(all="ignore"):
         try:
-            spec = _structure.spec_of(node.call(_probe(in_spec, 2)))
+            spec = node.result_spec(_probe(in_spec, 2))
         except Exception:  # the function cannot take zeros: use the first real element
             return _real_element_spec(node, has_unknown)
         for unknown, fill in (_SIZE_PROBES if has_unknown else ()) + _VALUE_PROBES:
             try:
-                other = _structure.spec_of(node.call(_probe(in_spec, unknown, fill)))
+                other = node.result_spec(_probe(in_spec, unknown, fill))
                 spec = _structure.relax(spec, other)
             except Exception:  # a probe the function refuses tells nothing
                 continue
@@ -115,9 +119,9 @@ def _real_element_spec(node: Map, has_unknown: bool) -> Any:
       Exception: whatever the function raises on that element (on an empty input: on the
         zeros probe).
     """
-    for element in node.iterate(peek=True):
-        spec = _structure.spec_of(element)
+    for element in node.inputs[0].iterate(peek=True):
+        spec = node.result_spec(element)
         if has_unknown:
             spec = nest.map_structure(lambda s: TensorSpec([None] * len(s.shape), s.dtype), spec)
         return spec
-    return _structure.spec_of(node.call(_probe(node.inputs[0].element_spec(), 2)))
+    return node.result_spec(_probe(node.inputs[0].element_spec(), 2))

@@ -9,12 +9,13 @@ each method checks its arguments as TF does and adds a node from its own module
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mwms_mpi import nest
-from mwms_mpi.data import _padded, _pipeline
+from mwms_mpi.data import _nested, _padded, _pipeline
 from mwms_mpi.data._arguments import int_arg, invalid
 
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ def _bool_arg(value: Any) -> bool:
     ):
         return bool(value)
     raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype bool")
+
+
+_AUTOTUNE = -1
 
 
 class DatasetOps:
@@ -105,3 +109,81 @@ class DatasetOps:
         if size <= 0:
             raise invalid("PaddedBatchDatasetV2", "Batch size must be greater than zero.")
         return self._then(_padded.PaddedBatch(self._node, size, drop, shapes, values))
+
+    def flat_map(self, map_func: Callable[..., Any], name: str | None = None) -> Dataset:
+        """Maps ``map_func`` (element -> dataset) across this dataset and flattens the result.
+
+        A tuple element is passed as separate arguments, as in ``map``. The cardinality is
+        unknown (TF's).
+
+        Args:
+          map_func: A function mapping a dataset element to a dataset.
+          name: (Optional.) A name for the tf.data operation.
+
+        Returns:
+          Dataset: A `Dataset`.
+
+        Raises:
+          TypeError: ``map_func`` returns a tuple, list or dict; AttributeError: it returns a
+            tensor or value (TF's own error for that).
+        """
+        del name
+        return self._then(_nested.FlatMap(self._node, map_func))
+
+    def interleave(
+        self,
+        map_func: Callable[..., Any],
+        cycle_length: Any = None,
+        block_length: Any = None,
+        num_parallel_calls: Any = None,
+        deterministic: bool | None = None,
+        name: str | None = None,
+    ) -> Dataset:
+        """Maps ``map_func`` across this dataset and interleaves the results.
+
+        ``cycle_length`` datasets are open at a time and ``block_length`` consecutive elements
+        are taken from each in turn, in TF's ``InterleaveDataset`` order. The default (and
+        ``AUTOTUNE``) ``cycle_length`` is TF's: the number of CPUs this process may run on, so
+        the order depends on the machine, as in TF. With ``num_parallel_calls`` the order is the
+        same (TF's deterministic default); ``deterministic=False`` keeps it too here.
+
+        Args:
+          map_func: A function mapping a dataset element to a dataset.
+          cycle_length: (Optional.) the number of input elements processed concurrently.
+          block_length: (Optional.) the number of consecutive elements from each input element
+            before cycling to another (default 1).
+          num_parallel_calls: (Optional.) checked as TF checks it; elements are read in order.
+          deterministic: (Optional.) accepted for TF's signature.
+          name: (Optional.) A name for the tf.data operation.
+
+        Returns:
+          Dataset: A `Dataset`.
+
+        Raises:
+          InvalidArgumentError: a non-positive ``cycle_length`` (other than ``AUTOTUNE``),
+            ``block_length`` or ``num_parallel_calls`` (other than ``AUTOTUNE``).
+        """
+        del deterministic, name
+        op = "InterleaveDataset" if num_parallel_calls is None else "ParallelInterleaveDatasetV4"
+        node = _nested.Interleave(self._node, map_func, 1, 1)  # TF traces before the checks
+        cycle = -1 if cycle_length is None else int_arg(cycle_length, op)
+        block = 1 if block_length is None else int_arg(block_length, op)
+        calls = _AUTOTUNE
+        if num_parallel_calls is not None:
+            calls = int_arg(num_parallel_calls, op)
+            if calls <= 0 and calls != _AUTOTUNE:
+                raise invalid(op, "num_parallel_calls must be greater than zero.")
+        if cycle <= 0 and cycle != _AUTOTUNE:
+            raise invalid(op, "cycle_length must be greater than zero.")
+        if block <= 0:
+            raise invalid(op, "block_length must be greater than zero.")
+        if num_parallel_calls is not None and _AUTOTUNE not in (cycle, calls) and calls > cycle:
+            raise invalid(
+                op,
+                "If `cycle_length` is set to a fixed value, `num_parallel_calls` must be either "
+                "`tf.data.AUTOTUNE` or a value less than or equal to `cycle_length`. However, "
+                f"`num_parallel_calls` is {calls} and `cycle_length` is {cycle}",
+            )
+        node.cycle_length = _nested.default_cycle_length() if cycle == _AUTOTUNE else cycle
+        node.block_length = block
+        return self._then(node)

@@ -8,6 +8,7 @@ the expression in the comment above it, with ``D = tf.data.Dataset``, ``R = D.ra
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -283,3 +284,103 @@ def test_padded_batch_under_mirrored_strategy_splits_each_padded_batch() -> None
     assert last[1].shape == (0, 6)
     dist = strategy.experimental_distribute_dataset(_rows(7).padded_batch(4, drop_remainder=True))
     assert str(dist.element_spec).count("TensorSpec(shape=(2, None), dtype=int64") == 2
+
+
+# --- flat_map and interleave -------------------------------------------------------------------
+
+
+def ints(ds: Dataset) -> list[int]:
+    return [int(x) for x in ds]
+
+
+def test_flat_map_flattens_the_returned_datasets_cardinality_unknown() -> None:
+    # R(4).flat_map(lambda x: R(x)): 0, 0, 1, 0, 1, 2; spec TensorSpec((), int64); card -2
+    ds_ = R(4).flat_map(lambda x: R(x))
+    assert ints(ds_) == [0, 0, 1, 0, 1, 2] and ds_.element_spec == I64 and card(ds_) == -2
+    # R(3).repeat().flat_map(lambda x: R(x)).cardinality() -> -2 (infinite input too)
+    assert card(R(3).repeat().flat_map(lambda x: R(x))) == -2
+    # D.from_tensor_slices(([1, 2], [3, 4])).flat_map(lambda a, b:
+    #   D.from_tensor_slices(tf.fill([a], b))): int32 3, 4, 4; spec TensorSpec((), int32)
+    pairs = D.from_tensor_slices(([1, 2], [3, 4])).flat_map(
+        lambda a, b: D.from_tensor_slices(np.full((int(a),), b))
+    )
+    assert items(pairs) == [("int32", 3), ("int32", 4), ("int32", 4)]
+    assert pairs.element_spec == TensorSpec((), np.int32)
+    # R(4).flat_map(lambda x: D.from_tensors(tf.fill([x], x))): [], [1], [2, 2], [3, 3, 3];
+    # spec TensorSpec((None,), int64)
+    rows = R(4).flat_map(lambda x: D.from_tensors(np.full((int(x),), x)))
+    assert rows.element_spec == TensorSpec((None,), np.int64)
+    assert [r.tolist() for r in rows] == [[], [1], [2, 2], [3, 3, 3]]
+
+
+def test_flat_map_and_interleave_need_a_dataset() -> None:
+    # R(3).flat_map(lambda x: [x]): TypeError "The `map_func` argument must return a `Dataset`
+    # object. Got <class 'tuple'>."; lambda x: x: AttributeError "'Tensor' object has no
+    # attribute '_name'" (interleave the same)
+    with pytest.raises(TypeError, match=r"must return a `Dataset` object\. Got <class 'tuple'>\."):
+        R(3).flat_map(lambda x: [x])
+    with pytest.raises(AttributeError, match="'Tensor' object has no attribute '_name'"):
+        R(3).flat_map(lambda x: x)
+    with pytest.raises(AttributeError, match="'Tensor' object has no attribute '_name'"):
+        R(5).interleave(lambda x: x)
+
+
+def _repeats(cycle: Any, block: Any, **kwargs: Any) -> list[int]:
+    ds_ = R(1, 7).interleave(
+        lambda x: D.from_tensors(x).repeat(x), cycle_length=cycle, block_length=block, **kwargs
+    )
+    return ints(ds_)
+
+
+def test_interleave_order_as_tf() -> None:
+    # R(1, 7).interleave(lambda x: D.from_tensors(x).repeat(x), cycle_length=c, block_length=b)
+    assert _repeats(1, 3) == [1, 2, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6]
+    assert _repeats(2, 1) == [1, 2, 2, 3, 3, 4, 3, 4, 4, 5, 4, 5, 5, 6, 5, 6, 5, 6, 6, 6, 6]
+    assert _repeats(2, 2) == [1, 2, 2, 3, 3, 3, 4, 4, 5, 5, 4, 4, 5, 5, 5, 6, 6, 6, 6, 6, 6]
+    assert _repeats(3, 2) == [1, 2, 2, 3, 3, 4, 4, 3, 4, 4, 5, 5, 6, 6, 5, 5, 6, 6, 5, 6, 6]
+    assert _repeats(4, 3) == [1, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6, 4, 5, 5, 6, 6, 6]
+    assert _repeats(4, None) == [1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 4, 5, 6, 5, 6, 5, 6, 6, 6]
+    # num_parallel_calls=2 (deterministic default): the same order;
+    # R(1, 8).interleave(lambda x: R(10*x, 10*x + x % 4), cycle_length=3, block_length=2,
+    #   num_parallel_calls=2): 10, 20, 21, 30, 31, 32, 50, 60, 61, 70, 71, 72
+    assert _repeats(3, 2, num_parallel_calls=2) == _repeats(3, 2)
+    gaps = R(1, 8).interleave(
+        lambda x: R(10 * x, 10 * x + x % 4), cycle_length=3, block_length=2, num_parallel_calls=2
+    )
+    assert ints(gaps) == [10, 20, 21, 30, 31, 32, 50, 60, 61, 70, 71, 72]
+    # R(6).interleave(lambda x: R(x).batch(2), cycle_length=2):
+    # [0], [0, 1], [0, 1], [0, 1], [2], [2, 3], [0, 1], [2, 3], [4]; spec (None,); card -2
+    batches = R(6).interleave(lambda x: R(x).batch(2), cycle_length=2)
+    want = [[0], [0, 1], [0, 1], [0, 1], [2], [2, 3], [0, 1], [2, 3], [4]]
+    assert [b.tolist() for b in batches] == want
+    assert batches.element_spec == TensorSpec((None,), np.int64) and card(batches) == -2
+
+
+def test_interleave_default_cycle_length_is_the_cpu_count() -> None:
+    # TF: cycle_length=None (and -1, AUTOTUNE) is port::MaxParallelism(), the CPUs the process
+    # may use (on the 2-CPU machine the pins were printed on, None gave cycle_length=2's order)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert _repeats(None, 2) == _repeats(cpus, 2) == _repeats(-1, 2)
+
+
+def test_interleave_argument_errors() -> None:
+    # cycle_length=0 / -2: InvalidArgumentError 'cycle_length must be greater than zero.';
+    # block_length=0 / -1: 'block_length must be greater than zero.'; num_parallel_calls=0:
+    # 'num_parallel_calls must be greater than zero.'; cycle_length=1, num_parallel_calls=2:
+    # 'If `cycle_length` is set to a fixed value, `num_parallel_calls` must be either
+    # `tf.data.AUTOTUNE` or a value less than or equal to `cycle_length`. However,
+    # `num_parallel_calls` is 2 and `cycle_length` is 1'; cycle_length=2.0: TypeError
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"cycle_length": 0}, "cycle_length must be greater than zero"),
+        ({"cycle_length": -2}, "cycle_length must be greater than zero"),
+        ({"block_length": 0}, "block_length must be greater than zero"),
+        ({"block_length": -1}, "block_length must be greater than zero"),
+        ({"num_parallel_calls": 0}, "num_parallel_calls must be greater than zero"),
+        ({"num_parallel_calls": -3}, "num_parallel_calls must be greater than zero"),
+        ({"cycle_length": 1, "num_parallel_calls": 2}, "`num_parallel_calls` is 2 and `cycle"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(errors.InvalidArgumentError, match=message):
+            R(5).interleave(lambda x: R(x), **kwargs)
+    with pytest.raises(TypeError, match=r"Cannot convert 2\.0 to EagerTensor of dtype int64"):
+        R(5).interleave(lambda x: R(x), cycle_length=2.0)
