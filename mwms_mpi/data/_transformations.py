@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mwms_mpi import nest
-from mwms_mpi.data import _nested, _padded, _pipeline
+from mwms_mpi.data import _nested, _padded, _pipeline, _stateful
 from mwms_mpi.data._arguments import int_arg, invalid
 
 if TYPE_CHECKING:
@@ -187,3 +187,95 @@ class DatasetOps:
         node.cycle_length = _nested.default_cycle_length() if cycle == _AUTOTUNE else cycle
         node.block_length = block
         return self._then(node)
+
+    def reduce(
+        self, initial_state: Any, reduce_func: Callable[..., Any], name: str | None = None
+    ) -> Any:
+        """Reduces the input dataset to a single element: ``reduce_func(state, element)`` from
+        ``initial_state`` over every element (the element is one argument, even a tuple).
+
+        Args:
+          initial_state: an element (Python ints are int32, as in TF) representing the
+            initial state of the transformation.
+          reduce_func: A function that maps ``(old_state, input_element)`` to ``new_state``,
+            of the initial state's structure and dtypes (its shapes may change).
+          name: (Optional.) A name for the tf.data operation.
+
+        Returns:
+          The final state: arrays (0-d for scalars) in the initial state's structure.
+
+        Raises:
+          TypeError: the new state's dtypes differ from the initial state's (TF's message).
+        """
+        del name
+        state = _stateful.initial_state(initial_state)
+        return _stateful.reduce(self._node, state, reduce_func)
+
+    def scan(
+        self, initial_state: Any, scan_func: Callable[..., Any], name: str | None = None
+    ) -> Dataset:
+        """A transformation that scans a function across an input dataset: ``scan_func(state,
+        element) -> (new_state, output)``; the outputs are the elements. The cardinality is the
+        input's.
+
+        Args:
+          initial_state: an element, the initial state of the accumulator.
+          scan_func: A function that maps ``(old_state, input_element)`` to
+            ``(new_state, output_element)``; the new state keeps the initial state's structure
+            and dtypes (its shapes may change: they are relaxed, as TF retraces).
+          name: (Optional.) A name for the tf.data operation.
+
+        Returns:
+          Dataset: A `Dataset`.
+
+        Raises:
+          TypeError: the result is not a pair, or the new state's dtypes differ (TF's).
+        """
+        del name
+        state = _stateful.initial_state(initial_state)
+        return self._then(_stateful.Scan(self._node, state, scan_func))
+
+    def take_while(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
+        """A transformation that stops dataset iteration based on a ``predicate`` (a tuple
+        element is passed as separate arguments). The cardinality is unknown.
+
+        Raises:
+          ValueError: ``predicate`` does not return a bool scalar (when it is made, as TF's).
+        """
+        del name
+        return self._then(_stateful.TakeWhile(self._node, predicate))
+
+    def unique(self, name: str | None = None) -> Dataset:
+        """A transformation that discards duplicate elements (the first occurrence stays).
+
+        Supported: one component of ``int32``, ``int64`` or strings, of any shape (elements
+        of different shapes differ). The cardinality is unknown.
+
+        Raises:
+          TypeError: another dtype; InvalidArgumentError: more than one component (TF's).
+        """
+        del name
+        return self._then(_stateful.Unique(self._node))
+
+    def apply(self, transformation_func: Callable[[Any], Any]) -> Dataset:
+        """Applies a transformation function to this dataset.
+
+        Raises:
+          TypeError: ``transformation_func`` does not return a dataset (TF's message).
+        """
+        dataset = transformation_func(self)
+        if not isinstance(dataset, type(self)):
+            raise TypeError(
+                "`transformation_func` must return a `tf.data.Dataset` object. Got "
+                f"{type(dataset)}."
+            )
+        return dataset  # type: ignore[return-value]
+
+    def get_single_element(self, name: str | None = None) -> Any:
+        """Returns the single element of the dataset (arrays, 0-d for scalars).
+
+        Raises:
+          InvalidArgumentError: the dataset does not have exactly one element (TF's).
+        """
+        del name
+        return _stateful.single_element(self._node)

@@ -384,3 +384,155 @@ def test_interleave_argument_errors() -> None:
             R(5).interleave(lambda x: R(x), **kwargs)
     with pytest.raises(TypeError, match=r"Cannot convert 2\.0 to EagerTensor of dtype int64"):
         R(5).interleave(lambda x: R(x), cycle_length=2.0)
+
+
+# --- reduce, scan, take_while, apply, get_single_element, unique -------------------------------
+
+
+def test_reduce_folds_into_the_initial_states_structure() -> None:
+    # R(5).reduce(np.int64(0), lambda s, x: s + x) -> int64 10 (a tensor: a 0-d array here)
+    total = R(5).reduce(np.int64(0), lambda s, x: s + x)
+    assert isinstance(total, np.ndarray) and total.dtype == np.int64 and total.tolist() == 10
+    # R(0).reduce(np.int64(7), ...) -> 7; a pair state -> (10, 120)
+    assert R(0).reduce(np.int64(7), lambda s, x: s + x).tolist() == 7
+    pair = R(5).reduce((np.int64(0), np.int64(1)), lambda s, x: (s[0] + x, s[1] * (x + 1)))
+    assert [p.tolist() for p in pair] == [10, 120]
+    # R(5).reduce(np.int64(0), lambda s, x: [s + x]) -> int64 10 (packed as the state)
+    assert R(5).reduce(np.int64(0), lambda s, x: [s + x]).tolist() == 10
+    # a tuple element is one argument: D.from_tensor_slices(([1, 2], [3., 4.])).reduce(
+    #   np.float32(0), lambda s, e: s + e[1]) -> float32 7.0; lambda s, a, b: TypeError
+    # "<lambda>() missing 1 required positional argument: 'b'"
+    pairs = D.from_tensor_slices(([1, 2], [3.0, 4.0]))
+    got = pairs.reduce(np.float32(0), lambda s, e: s + e[1])
+    assert got.dtype == np.float32 and got.tolist() == 7.0
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'b'"):
+        pairs.reduce(np.float32(0), lambda s, a, b: s + b)
+    # the state's shape may change: R(4).reduce(tf.fill([0], 0), lambda s, x: tf.fill([x], x))
+    # -> [3, 3, 3]
+    assert (
+        R(4).reduce(np.zeros(0, np.int64), lambda s, x: np.full((int(x),), x)).tolist() == [3] * 3
+    )
+    # R(5).reduce(np.float64(0.1), lambda s, x: s * 1.5) -> float64 0.7593750000000001
+    assert (
+        R(5).reduce(np.float64(0.1), lambda s, x: s * 1.5).tobytes()
+        == np.float64(0.7593750000000001).tobytes()
+    )
+
+
+def test_reduce_and_scan_state_errors() -> None:
+    # R(5).reduce(np.float32(0), lambda s, x: tf.cast(x, tf.int32)): TypeError 'The element
+    # types for the new state must match the initial state. Expected <dtype: 'float32'> but got
+    # <dtype: 'int32'>.'
+    with pytest.raises(
+        TypeError,
+        match=r"initial state\. Expected <dtype: 'float32'> but got <dtype: 'int32'>\.",
+    ):
+        R(5).reduce(np.float32(0), lambda s, x: x.astype(np.int32))
+    # R(5).reduce(np.int64(0), lambda s, x: (s, x)): InvalidArgumentError 'The number of
+    # components of the initial state and the reduce function output does not match.
+    # (initial_state=1, output=2).'
+    with pytest.raises(errors.InvalidArgumentError, match=r"\(initial_state=1, output=2\)"):
+        R(5).reduce(np.int64(0), lambda s, x: (s, x))
+    # R(5).reduce(None, ...): TypeError 'issubclass() arg 1 must be a class'
+    with pytest.raises(TypeError, match=r"issubclass\(\) arg 1 must be a class"):
+        R(5).reduce(None, lambda s, x: s)
+    # R(5).scan(np.int64(0), lambda s, x: (tf.cast(s, tf.int32), x)): TypeError 'Invalid
+    # `scan_func`. The element types for the new state must match the initial state. Expected
+    # <dtype: 'int64'>, got <dtype: 'int32'>.'
+    with pytest.raises(TypeError, match=r"Expected <dtype: 'int64'>, got <dtype: 'int32'>\."):
+        R(5).scan(np.int64(0), lambda s, x: (s.astype(np.int32), x))
+    # R(5).scan(np.int64(0), lambda s, x: s + x): TypeError 'Invalid `scan_func`. `scan_func`
+    # should return a pair consisting of new state and the output value but its return type is
+    # TensorSpec(shape=(), dtype=tf.int64, name=None).'; (s + x,): '... is
+    # (TensorSpec(shape=(), dtype=tf.int64, name=None),).'
+    pair_error = "should return a pair consisting of new state and the output value but its"
+    with pytest.raises(TypeError, match=pair_error + r" return type is TensorSpec\(shape=\(\), "):
+        R(5).scan(np.int64(0), lambda s, x: s + x)
+    with pytest.raises(TypeError, match=r"return type is \(TensorSpec\(shape=\(\), dtype=tf.int64"):
+        R(5).scan(np.int64(0), lambda s, x: (s + x,))
+
+
+def test_scan_outputs_spec_and_cardinality() -> None:
+    # R(5).scan(np.int64(0), lambda s, x: (s + x, s * x)): 0, 0, 2, 9, 24; spec int64 (); card 5
+    ds_ = R(5).scan(np.int64(0), lambda s, x: (s + x, s * x))
+    assert items(ds_) == [("int64", v) for v in (0, 0, 2, 9, 24)]
+    assert ds_.element_spec == I64 and card(ds_) == 5
+    # (s + x, (s, x)): (0, 0), (0, 1), (1, 2), (3, 3), (6, 4)
+    ds_ = R(5).scan(np.int64(0), lambda s, x: (s + x, (s, x)))
+    assert [(int(a), int(b)) for a, b in ds_] == [(0, 0), (0, 1), (1, 2), (3, 3), (6, 4)]
+    # R(5).scan(0, lambda s, x: (s + 1, x)): an int32 state; outputs int64 0..4
+    assert items(R(5).scan(0, lambda s, x: (s + 1, x))) == [("int64", v) for v in range(5)]
+    # cardinality: repeat() -> -1, filter -> -2
+    assert card(R(5).repeat().scan(np.int64(0), lambda s, x: (s + x, s))) == -1
+    assert card(R(5).filter(lambda x: x > 2).scan(np.int64(0), lambda s, x: (s + x, s))) == -2
+    # a state whose shape changes is relaxed: R(4).scan(tf.fill([0], 0), lambda s, x:
+    # (tf.fill([x], x), s)) -> [], [], [1], [2, 2]; spec TensorSpec((None,), int64)
+    rows = R(4).scan(np.zeros(0, np.int64), lambda s, x: (np.full((int(x),), x), s))
+    assert rows.element_spec == TensorSpec((None,), np.int64)
+    assert [r.tolist() for r in rows] == [[], [], [1], [2, 2]]
+    # a nested state: R(5).scan((np.int64(0), np.float32(1)), lambda s, x: ((s[0] + x,
+    # s[1] * 2), s[1])) -> float32 1, 2, 4, 8, 16
+    halves = R(5).scan((np.int64(0), np.float32(1)), lambda s, x: ((s[0] + x, s[1] * 2), s[1]))
+    assert items(halves) == [("float32", v) for v in (1.0, 2.0, 4.0, 8.0, 16.0)]
+
+
+def test_take_while_stops_at_the_first_false_and_checks_the_predicate() -> None:
+    # R(10).take_while(lambda x: x < 4): 0..3, cardinality -2
+    ds_ = R(10).take_while(lambda x: x < 4)
+    assert ints(ds_) == [0, 1, 2, 3] and card(ds_) == -2
+    # a tuple element is separate arguments: D.from_tensor_slices(([1, 2, 3], [3., 4., 5.]))
+    #   .take_while(lambda a, b: b < 4.5) -> (1, 3.0), (2, 4.0)
+    pairs = D.from_tensor_slices(([1, 2, 3], [3.0, 4.0, 5.0])).take_while(lambda a, b: b < 4.5)
+    assert [(int(a), float(b)) for a, b in pairs] == [(1, 3.0), (2, 4.0)]
+    # R(10).take_while(lambda x: x): ValueError 'Invalid `predicate`. `predicate` must return a
+    # `tf.bool` scalar tensor but its return type isTensorSpec(shape=(), dtype=tf.int64,
+    # name=None).'
+    with pytest.raises(ValueError, match=r"return type isTensorSpec\(shape=\(\), dtype=tf\.int64"):
+        R(10).take_while(lambda x: x)
+    # lambda x: [x < 4]: AttributeError "'tuple' object has no attribute 'is_compatible_with'"
+    with pytest.raises(AttributeError, match="'tuple' object has no attribute 'is_compatible"):
+        R(10).take_while(lambda x: [x < 4])
+    # tf.data.experimental compute_batch_size(R(10).batch(3).take_while(...)) -> -1
+    assert dd.compute_batch_size(R(10).batch(3).take_while(lambda x: x.size > 0)) == -1
+
+
+def test_apply_and_get_single_element() -> None:
+    # R(5).apply(lambda d: d.batch(2)): [0, 1], [2, 3], [4]; lambda d: 3: TypeError
+    # '`transformation_func` must return a `tf.data.Dataset` object. Got <class 'int'>.'
+    assert [b.tolist() for b in R(5).apply(lambda d: d.batch(2))] == [[0, 1], [2, 3], [4]]
+    with pytest.raises(TypeError, match=r"Dataset` object\. Got <class 'int'>\."):
+        R(5).apply(lambda d: 3)
+    # R(1).get_single_element() -> int64 0; from_tensors((1, {'a': 2.0})) -> the structure
+    one = R(1).get_single_element()
+    assert isinstance(one, np.ndarray) and one.dtype == np.int64 and one.tolist() == 0
+    nested = D.from_tensors((np.int64(1), {"a": np.float32(2)})).get_single_element()
+    assert nested[0].tolist() == 1 and nested[1]["a"].dtype == np.float32
+    # R(0): InvalidArgumentError 'Dataset was empty.'; R(2) and R(3).repeat(): 'Dataset had more
+    # than one element.'
+    with pytest.raises(errors.InvalidArgumentError, match="Dataset was empty"):
+        R(0).get_single_element()
+    for many in (R(2), R(3).repeat()):
+        with pytest.raises(errors.InvalidArgumentError, match="had more than one element"):
+            many.get_single_element()
+
+
+def test_unique_keeps_first_occurrences_of_int_and_string_elements() -> None:
+    # D.from_tensor_slices([1, 2, 1, 3, 2]).unique(): int32 1, 2, 3; cardinality -2
+    ds_ = D.from_tensor_slices([1, 2, 1, 3, 2]).unique()
+    assert items(ds_) == [("int32", 1), ("int32", 2), ("int32", 3)] and card(ds_) == -2
+    # vectors: D.from_tensor_slices(np.array([[1, 2], [1, 2]], np.int64)).unique() -> [1, 2];
+    # spec (2,); a dict of one component and strings work too
+    vectors = D.from_tensor_slices(np.array([[1, 2], [1, 2]], np.int64)).unique()
+    assert [v.tolist() for v in vectors] == [[1, 2]]
+    assert vectors.element_spec == TensorSpec((2,), np.int64)
+    assert [d["a"].tolist() for d in D.from_tensor_slices({"a": [1, 2, 1]}).unique()] == [1, 2]
+    assert [bytes(s) for s in D.from_tensor_slices([b"a", b"b", b"a"]).unique()] == [b"a", b"b"]
+    # float32, uint8, int16, bool: TypeError '`tf.data.Dataset.unique` does not support type
+    # <dtype: 'float32'> -- only `tf.int32`, `tf.int64`, and `tf.string` are supported.'
+    for values in ([1.0, 2.0], np.array([1], np.uint8), np.array([1], np.int16), [True]):
+        with pytest.raises(TypeError, match="does not support type <dtype: '"):
+            D.from_tensor_slices(values).unique()
+    # two components: InvalidArgumentError 'UniqueDataset only supports inputs with a single
+    # component.'
+    with pytest.raises(errors.InvalidArgumentError, match="only supports inputs with a single"):
+        D.from_tensor_slices(([1, 2], [1, 2])).unique()
