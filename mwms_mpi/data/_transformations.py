@@ -10,16 +10,13 @@ each method checks its arguments as TF does and adds a node from its own module
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self
 
 import numpy as np
 
 from mwms_mpi import nest
 from mwms_mpi.data import _nested, _padded, _pipeline, _stateful
 from mwms_mpi.data._arguments import int_arg, invalid
-
-if TYPE_CHECKING:
-    from mwms_mpi.data.dataset import Dataset
 
 
 def _bool_arg(value: Any) -> bool:
@@ -43,10 +40,10 @@ class DatasetOps:
 
     _node: _pipeline.Node
 
-    def _then(self, node: _pipeline.Node) -> Dataset:
+    def _then(self, node: _pipeline.Node) -> Self:
         raise NotImplementedError
 
-    def enumerate(self, start: Any = 0, name: str | None = None) -> Dataset:
+    def enumerate(self, start: Any = 0, name: str | None = None) -> Self:
         """Enumerates the elements of this dataset: ``(counter, element)`` pairs, the counter
         an int64 scalar from ``start``.
 
@@ -71,7 +68,7 @@ class DatasetOps:
         padding_values: Any = None,
         drop_remainder: Any = False,
         name: str | None = None,
-    ) -> Dataset:
+    ) -> Self:
         """Combines consecutive elements of this dataset into padded batches.
 
         Each component is padded to its padded shape: a size per dim, or ``None``/-1 for the
@@ -110,7 +107,7 @@ class DatasetOps:
             raise invalid("PaddedBatchDatasetV2", "Batch size must be greater than zero.")
         return self._then(_padded.PaddedBatch(self._node, size, drop, shapes, values))
 
-    def flat_map(self, map_func: Callable[..., Any], name: str | None = None) -> Dataset:
+    def flat_map(self, map_func: Callable[..., Any], name: str | None = None) -> Self:
         """Maps ``map_func`` (element -> dataset) across this dataset and flattens the result.
 
         A tuple element is passed as separate arguments, as in ``map``. The cardinality is
@@ -138,7 +135,7 @@ class DatasetOps:
         num_parallel_calls: Any = None,
         deterministic: bool | None = None,
         name: str | None = None,
-    ) -> Dataset:
+    ) -> Self:
         """Maps ``map_func`` across this dataset and interleaves the results.
 
         ``cycle_length`` datasets are open at a time and ``block_length`` consecutive elements
@@ -213,7 +210,7 @@ class DatasetOps:
 
     def scan(
         self, initial_state: Any, scan_func: Callable[..., Any], name: str | None = None
-    ) -> Dataset:
+    ) -> Self:
         """A transformation that scans a function across an input dataset: ``scan_func(state,
         element) -> (new_state, output)``; the outputs are the elements. The cardinality is the
         input's.
@@ -235,7 +232,7 @@ class DatasetOps:
         state = _stateful.initial_state(initial_state)
         return self._then(_stateful.Scan(self._node, state, scan_func))
 
-    def take_while(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
+    def take_while(self, predicate: Callable[..., Any], name: str | None = None) -> Self:
         """A transformation that stops dataset iteration based on a ``predicate`` (a tuple
         element is passed as separate arguments). The cardinality is unknown.
 
@@ -245,7 +242,7 @@ class DatasetOps:
         del name
         return self._then(_stateful.TakeWhile(self._node, predicate))
 
-    def unique(self, name: str | None = None) -> Dataset:
+    def unique(self, name: str | None = None) -> Self:
         """A transformation that discards duplicate elements (the first occurrence stays).
 
         Supported: one component of ``int32``, ``int64`` or strings, of any shape (elements
@@ -257,7 +254,7 @@ class DatasetOps:
         del name
         return self._then(_stateful.Unique(self._node))
 
-    def apply(self, transformation_func: Callable[[Any], Any]) -> Dataset:
+    def apply(self, transformation_func: Callable[[Any], Any]) -> Self:
         """Applies a transformation function to this dataset.
 
         Raises:
@@ -269,7 +266,7 @@ class DatasetOps:
                 "`transformation_func` must return a `tf.data.Dataset` object. Got "
                 f"{type(dataset)}."
             )
-        return dataset  # type: ignore[return-value]
+        return dataset
 
     def get_single_element(self, name: str | None = None) -> Any:
         """Returns the single element of the dataset (arrays, 0-d for scalars).
