@@ -83,6 +83,9 @@ def padded_shape(value: Any, input_shape: tuple[int | None, ...]) -> tuple[int |
                 f"Padded shape {value} must be a `tf.int64` vector tensor, but its element "
                 f"type was {tf_api_dtype_name(array.dtype)}."
             ) from None
+        for d in array:
+            if d < -1:  # TF's constant_value_as_shape
+                raise ValueError(f"Dimension {d} must be >= 0") from None
         dims = tuple(None if d == -1 else int(d) for d in array)
     if len(dims) != len(input_shape) or any(
         p is not None and i is not None and p < i for p, i in zip(dims, input_shape, strict=True)
@@ -100,34 +103,48 @@ def is_structure(value: Any) -> bool:
     return isinstance(value, tuple | abc.Mapping)
 
 
-def flatten_up_to(shallow: Any, value: Any) -> list[Any]:
-    """``value``'s parts at the leaves of ``shallow`` (an element spec), as TF's
-    ``nest.flatten_up_to``: below a leaf, anything is one part.
+def flatten_up_to(shallow: Any, value: Any, input_type: str | None = None) -> list[Any]:
+    """``value``'s parts at the leaves of ``shallow``, as tf.data's ``nest.flatten_up_to``:
+    below a leaf of ``shallow`` anything is one part; tuples and mappings are structures, a
+    list is a leaf. ``input_type`` names ``value``'s leaves in the error (TF's default padding
+    values are ``ndarray``).
 
     Raises:
       TypeError, ValueError: TF's messages for a structure that does not match.
     """
-    if isinstance(shallow, TensorSpec):
+    if not is_structure(shallow):
         return [value]
     if not is_structure(value):
         raise TypeError(
             "If shallow structure is a sequence, input must also be a sequence. Input has "
-            f"type: '{type(value).__name__}'."
+            f"type: '{input_type or type(value).__name__}'."
         )
-    if isinstance(shallow, abc.Mapping):
-        if not isinstance(value, abc.Mapping) or set(value) != set(shallow):
-            raise ValueError(
-                f"The two structures don't have the same keys. Input structure has keys "
-                f"{sorted(value) if isinstance(value, abc.Mapping) else value}, while shallow "
-                f"structure has keys {sorted(shallow)}."
-            )
-        return [part for key in sorted(shallow) for part in flatten_up_to(shallow[key], value[key])]
-    if isinstance(value, abc.Mapping) or len(value) != len(shallow):
+    if isinstance(shallow, abc.Mapping) != isinstance(value, abc.Mapping):
+        raise TypeError(
+            "The two structures don't have the same sequence type. Input structure has type "
+            f"{type(value)}, while shallow structure has type {type(shallow)}."
+        )
+    if len(value) != len(shallow):
         raise ValueError(
             "The two structures don't have the same sequence length. Input structure has "
             f"length {len(value)}, while shallow structure has length {len(shallow)}."
         )
-    return [part for s, v in zip(shallow, value, strict=True) for part in flatten_up_to(s, v)]
+    if isinstance(shallow, abc.Mapping):
+        if set(value) != set(shallow):
+            raise ValueError(
+                f"The two structures don't have the same keys. Input structure has keys "
+                f"{sorted(value)}, while shallow structure has keys {sorted(shallow)}."
+            )
+        return [
+            part
+            for key in sorted(shallow)
+            for part in flatten_up_to(shallow[key], value[key], input_type)
+        ]
+    return [
+        part
+        for s, v in zip(shallow, value, strict=True)
+        for part in flatten_up_to(s, v, input_type)
+    ]
 
 
 def padding_value(value: Any, dtype: np.dtype[Any]) -> np.ndarray:
@@ -160,6 +177,8 @@ def padding_values(values: Any, spec: Any) -> list[np.ndarray]:
     flat_spec = nest.flatten(spec)
     if values is None:
         return [padding_value(None, s.dtype) for s in flat_spec]
+    if is_structure(values):  # TF merges them into the defaults first: those must fit
+        flatten_up_to(values, spec, input_type="ndarray")
     if is_structure(spec) and not is_structure(values):
         parts = [values] * len(flat_spec)
     else:

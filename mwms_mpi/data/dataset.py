@@ -136,6 +136,10 @@ class Dataset(DatasetOps):
                 "Invalid `args`. The length of `args` should be between 1 and 3 but was "
                 f"{len(args)}."
             )
+        names = ("stop",) if len(args) == 1 else ("start", "stop", "step")
+        for arg, arg_name in zip(args, names, strict=False):  # an int vector: TF kernel error
+            if isinstance(arg, np.ndarray) and arg.ndim and arg.dtype.kind in "iu":
+                raise invalid("RangeDataset", f"{arg_name} must be a scalar")
         # TF takes a bool as its int (range(True) is [0]); _int_arg refuses bools elsewhere
         values = [int_arg(int(a) if isinstance(a, bool) else a, "RangeDataset") for a in args]
         if any(not -(2**63) <= v < 2**63 for v in values):

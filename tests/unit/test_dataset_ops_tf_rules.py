@@ -91,6 +91,9 @@ def test_enumerate_argument_errors() -> None:
     for make in (lambda: R(3).enumerate(2**63), lambda: R(2**63), lambda: R(1, 2**63)):
         with pytest.raises(ValueError, match="out-of-range integer to Tensor"):
             make()
+    # R(3).enumerate(np.array([1])): InvalidArgumentError 'start must be a scalar'
+    with pytest.raises(errors.InvalidArgumentError, match="start must be a scalar"):
+        R(3).enumerate(np.array([1]))
 
 
 # --- padded_batch ------------------------------------------------------------------------------
@@ -204,6 +207,9 @@ def test_padded_batch_argument_errors() -> None:
     # type was float32.'; np.array([[6]]): ValueError '... but its shape was (1, 1).'
     with pytest.raises(TypeError, match=r"Padded shape \[6.0\] .* element type was float32\."):
         V().padded_batch(2, padded_shapes=[6.0])
+    # [-2]: ValueError 'Dimension -2 must be >= 0'
+    with pytest.raises(ValueError, match="Dimension -2 must be >= 0"):
+        V().padded_batch(2, padded_shapes=[-2])
     with pytest.raises(ValueError, match=r"Padded shape \[\[6\]\] .* its shape was \(1, 1\)\."):
         V().padded_batch(2, padded_shapes=np.array([[6]]))
     # ([6],) for a one-component element: ValueError '... but its shape was (1, 1).'
@@ -218,6 +224,17 @@ def test_padded_batch_argument_errors() -> None:
         pairs.padded_batch(2, padded_shapes=[6])
     with pytest.raises(ValueError, match="Input structure has length 1, while shallow"):
         pairs.padded_batch(2, padded_shapes=([6],))
+    # a tuple of padding values for a one-component element: TypeError 'If shallow structure is
+    # a sequence, input must also be a sequence. Input has type: 'ndarray'.'; a dict missing a
+    # key: ValueError "The two structures don't have the same sequence length. Input structure
+    # has length 2, while shallow structure has length 1." (TF merges them into the defaults)
+    with pytest.raises(TypeError, match="Input has type: 'ndarray'"):
+        V().padded_batch(2, padding_values=(np.int64(3),))
+    dicts = V().map(lambda x: {"b": x, "a": x[0]})
+    with pytest.raises(ValueError, match="Input structure has length 2, while shallow structure"):
+        dicts.padded_batch(2, padding_values={"b": np.int64(-5)})
+    with pytest.raises(ValueError, match="Input structure has length 1, while shallow structure"):
+        dicts.padded_batch(2, padded_shapes={"a": []})
     # padding_values=-1 (a Python int is int32): TypeError "Invalid `padding_values`.
     # `padding_values` values type <dtype: 'int32'> does not match type <dtype: 'int64'> of the
     # corresponding input component."; np.array([1, 2]): ValueError '... should be scalars,
