@@ -8,11 +8,14 @@ such a sum (a gradient's norm for ``clipnorm``, the total of ``compute_average_l
 order gives the same bits.
 
 Scope, measured against TF 2.21 on x86-64 (``tests/unit/test_tf_sum.py`` pins TF's outputs):
-float32 and float64 host arrays, bit for bit up to about 200,000 float32 or 60,000 float64
-elements. Above that, TF's kernel shares the sum among threads, in as many blocks as its cost
-model gives for the machine's cores, so TF's own bits depend on the machine; this keeps the
-single-thread order there. Other dtypes, and device (CuPy) arrays, are summed by their own
-library in the input's dtype.
+float16, float32 and float64 host arrays, bit for bit up to about 200,000 float32, 60,000
+float64 or 1,000 float16 elements (1,961 float16 already differ). Above that, TF's kernel
+shares the sum among threads, in as many blocks as its cost model gives for the machine's
+cores, so TF's own bits depend on the machine; this keeps the single-thread order there.
+float16 is Eigen's ``Packet8h`` (8 lanes): packets and tail add in float16, rounding at each
+addition, but the lanes fold in float32 (Eigen's ``predux`` of a half packet widens it first)
+and round once. Other dtypes, and device (CuPy) arrays, are summed by their own library in the
+input's dtype.
 """
 
 from __future__ import annotations
@@ -25,14 +28,16 @@ from mwms_mpi._arrays import array_module
 
 _LEAF_PACKETS = 1024  # Eigen's kLeafSize: ranges above this many packets are split in two
 _PACKET_BYTES = 32  # an AVX register: 8 float32 or 4 float64 lanes
+_HALF_LANES = 8  # Eigen's Packet8h: float16 is vectorized in 128-bit registers
+_ORDERED = (np.float16, np.float32, np.float64)
 
 
 def reduce_sum_all(x: Any) -> Any:
     """The sum of every element of ``x`` in its own dtype, as TF's ``reduce_sum(x)``: a 0-d
     array (TF's addition order for host float32/float64, the library's sum otherwise)."""
-    if isinstance(x, np.ndarray) and x.dtype in (np.float32, np.float64) and x.dtype.isnative:
+    if isinstance(x, np.ndarray) and x.dtype in _ORDERED and x.dtype.isnative:
         flat = np.ascontiguousarray(x).reshape(-1)
-        lanes = _PACKET_BYTES // flat.dtype.itemsize
+        lanes = _HALF_LANES if flat.dtype == np.float16 else _PACKET_BYTES // flat.dtype.itemsize
         return np.asarray(_range_sum(flat, 0, flat.shape[0], lanes), flat.dtype)
     xp = array_module(x)
     return xp.asarray(xp.sum(x, dtype=x.dtype))
@@ -76,7 +81,10 @@ def _leaf_sum(x: np.ndarray, lanes: int) -> Any:
 
 
 def _fold_lanes(packet: np.ndarray) -> Any:
-    """Eigen's ``predux``: the AVX register's halves added, then SSE's ``(a0+a2) + (a1+a3)``."""
+    """Eigen's ``predux``: the AVX register's halves added, then SSE's ``(a0+a2) + (a1+a3)``
+    (a float16 packet in float32, rounded to float16 once)."""
+    if packet.dtype == np.float16:
+        return np.float16(_fold_lanes(packet.astype(np.float32)))
     while packet.shape[0] > 2:
         half = packet.shape[0] // 2
         packet = packet[:half] + packet[half:]

@@ -1,8 +1,9 @@
 """``mwms_mpi._tf_sum.reduce_sum_all`` adds in TF's CPU order: the sums equal TF 2.21's bits.
 
 TF's outputs are pinned in ``tf_sum_pins.json`` beside this file (its ``about`` holds the
-recording program). The sizes cross every boundary of Eigen's order: the packet (8 float32 or
-4 float64 lanes), the four-packet groups, and the leaf of 1024 packets that is split in two.
+recording program). The sizes cross every boundary of Eigen's order: the packet (8 float16 or
+float32, 4 float64 lanes), the four-packet groups, and the leaf of 1024 packets that is split in
+two.
 numpy's pairwise sum differs from TF on some of them, which is what this module is for.
 """
 
@@ -46,7 +47,7 @@ def test_numpy_differs_where_the_order_matters() -> None:
 
 def test_other_dtypes_sum_in_their_own_dtype() -> None:
     assert reduce_sum_all(np.array([1, 2, 3], np.int8)).dtype == np.int8
-    assert reduce_sum_all(np.array([0.5, 0.25], np.float16)).item() == 0.75
+    assert reduce_sum_all(np.array([200, 100], np.uint8)).item() == 44
     assert float(reduce_sum_all(np.zeros((0, 3), np.float32))) == 0.0
 
 
