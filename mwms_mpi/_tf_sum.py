@@ -34,13 +34,31 @@ _ORDERED = (np.float16, np.float32, np.float64)
 
 def reduce_sum_all(x: Any) -> Any:
     """The sum of every element of ``x`` in its own dtype, as TF's ``reduce_sum(x)``: a 0-d
-    array (TF's addition order for host float32/float64, the library's sum otherwise)."""
-    if isinstance(x, np.ndarray) and x.dtype in _ORDERED and x.dtype.isnative:
-        flat = np.ascontiguousarray(x).reshape(-1)
-        lanes = _HALF_LANES if flat.dtype == np.float16 else _PACKET_BYTES // flat.dtype.itemsize
-        return np.asarray(_range_sum(flat, 0, flat.shape[0], lanes), flat.dtype)
+    array (TF's addition order for host float16/32/64, the library's sum otherwise)."""
+    if _ordered(x):
+        return reduce_sum_last(np.reshape(x, -1))
     xp = array_module(x)
     return xp.asarray(xp.sum(x, dtype=x.dtype))
+
+
+def reduce_sum_last(x: np.ndarray) -> np.ndarray:
+    """TF's ``reduce_sum(x, axis=-1)`` of a host float16/32/64 array: each row (every index
+    of the leading axes) summed in the order of a full sum, which is what TF's kernel does for
+    a reduction over trailing axes once it has collapsed them into one. Rows short enough for
+    one leaf (all but huge ones) are summed together, lane by lane."""
+    x = np.ascontiguousarray(x)
+    lanes = _HALF_LANES if x.dtype == np.float16 else _PACKET_BYTES // x.dtype.itemsize
+    count = x.shape[-1]
+    if count <= lanes * _LEAF_PACKETS:
+        return np.asarray(_leaf_sum(x, lanes), x.dtype)
+    rows = x.reshape(-1, count)
+    sums = [_range_sum(row, 0, count, lanes) for row in rows]
+    return np.asarray(sums, x.dtype).reshape(x.shape[:-1])
+
+
+def _ordered(x: Any) -> bool:
+    """Whether ``x`` is a host array whose sums this module orders as TF does."""
+    return isinstance(x, np.ndarray) and x.dtype in _ORDERED and x.dtype.isnative
 
 
 def _range_sum(flat: np.ndarray, first: int, count: int, lanes: int) -> Any:
@@ -57,35 +75,36 @@ def _range_sum(flat: np.ndarray, first: int, count: int, lanes: int) -> Any:
 
 
 def _leaf_sum(x: np.ndarray, lanes: int) -> Any:
-    """One leaf: four packet accumulators over whole groups of four packets (each adding its
-    packets in order: numpy's reduction along a non-contiguous axis is sequential), folded
-    into the first in order; the remaining whole packets into it; the scalar tail in order;
-    then ``tail + lanes folded``."""
-    count = x.shape[0]
+    """One leaf of every row (the last axis) at once: four packet accumulators over whole
+    groups of four packets (each adding its packets in order: numpy's reduction along a
+    non-contiguous axis is sequential), folded into the first in order; the remaining whole
+    packets into it; the scalar tail in order; then ``tail + lanes folded``."""
+    lead, count = x.shape[:-1], x.shape[-1]
     zero = x.dtype.type(0)
-    packet = np.zeros(lanes, x.dtype)
+    packet = np.zeros((*lead, lanes), x.dtype)
     start = 0
     if count >= 4 * lanes:
         start = (count // (4 * lanes)) * 4 * lanes
-        four = np.add.reduce(x[:start].reshape(-1, 4, lanes), axis=0, initial=zero)
-        packet = four[0] + four[1]
-        packet = packet + four[2]
-        packet = packet + four[3]
+        groups = x[..., :start].reshape(*lead, -1, 4, lanes)
+        four = np.add.reduce(groups, axis=-3, initial=zero)
+        packet = four[..., 0, :] + four[..., 1, :]
+        packet = packet + four[..., 2, :]
+        packet = packet + four[..., 3, :]
     whole = (count // lanes) * lanes
     for j in range(start, whole, lanes):
-        packet = packet + x[j : j + lanes]
-    tail = zero
-    for value in x[whole:]:
-        tail = tail + value
+        packet = packet + x[..., j : j + lanes]
+    tail = np.zeros(lead, x.dtype)
+    for k in range(whole, count):
+        tail = tail + x[..., k]
     return tail + _fold_lanes(packet)
 
 
 def _fold_lanes(packet: np.ndarray) -> Any:
-    """Eigen's ``predux``: the AVX register's halves added, then SSE's ``(a0+a2) + (a1+a3)``
-    (a float16 packet in float32, rounded to float16 once)."""
+    """Eigen's ``predux`` over the last axis: the AVX register's halves added, then SSE's
+    ``(a0+a2) + (a1+a3)`` (a float16 packet in float32, rounded to float16 once)."""
     if packet.dtype == np.float16:
-        return np.float16(_fold_lanes(packet.astype(np.float32)))
-    while packet.shape[0] > 2:
-        half = packet.shape[0] // 2
-        packet = packet[:half] + packet[half:]
-    return packet[0] + packet[1]
+        return _fold_lanes(packet.astype(np.float32)).astype(np.float16)
+    while packet.shape[-1] > 2:
+        half = packet.shape[-1] // 2
+        packet = packet[..., :half] + packet[..., half:]
+    return packet[..., 0] + packet[..., 1]

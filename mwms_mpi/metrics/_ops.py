@@ -3,8 +3,9 @@
 Keras 3.15.1 (the Keras TF 2.21 installs) is the spec: conversion casts where Keras's
 ``convert_to_tensor`` casts, ``mean`` of integers is float32 and of float16 is computed in
 float32, ``argmax`` breaks ties by the first index and puts -0.0 below 0.0, ``divide_no_nan``
-gives 0 for a zero divisor. Device (CuPy) inputs are brought to the host: a metric's state is a
-few scalars, so its arithmetic stays on the host.
+gives 0 for a zero divisor. Float sums add in TF's CPU order (``mwms_mpi._tf_sum``), so results
+agree to the last bit; an empty mean is TF's positive NaN. Device (CuPy) inputs are brought to
+the host: a metric's state is a few scalars, so its arithmetic stays on the host.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
+from mwms_mpi._tf_sum import reduce_sum_last
 from mwms_mpi.values.convert import as_array, convert_to_dtype, is_tensor
 
 FLOAT32 = np.dtype(np.float32)
+_CPU_NODE = "{{function_node __wrapped__%s_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
 
 
 def convert(x: Any, dtype: Any = None) -> np.ndarray:
@@ -49,22 +52,70 @@ def compute_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     return np.dtype(np.float64) if dtype == np.float64 else FLOAT32
 
 
+def _reduction_axes(x: np.ndarray, axis: Any, op: str) -> tuple[int, ...]:
+    """``axis`` (None: all) as sorted non-negative axes of ``x``.
+
+    Raises:
+      InvalidArgumentError: an axis ``x`` lacks (TF's kernel message for ``op``).
+    """
+    if axis is None:
+        return tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    for a in axes:
+        if not -x.ndim <= a < x.ndim:
+            raise errors.InvalidArgumentError(
+                None,
+                op,
+                _CPU_NODE % op + f"Invalid reduction dimension ({a} for input with {x.ndim} "
+                f"dimension(s) [Op:{op}] name: ",
+            )
+    return tuple(sorted({int(a) % x.ndim for a in axes}))
+
+
+def _sum_in_dtype(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """``tf.reduce_sum(x, axes)`` in ``x``'s dtype: floats over trailing axes (every metric
+    reduction) in TF's order, anything else by numpy (exact for integers)."""
+    if not axes:
+        return x.copy()
+    kept = x.shape[: x.ndim - len(axes)]
+    if x.dtype.kind == "f" and axes == tuple(range(len(kept), x.ndim)):
+        rows = x.reshape(*kept, -1) if x.size else np.zeros((*kept, 0), x.dtype)
+        return reduce_sum_last(rows)
+    return np.asarray(np.sum(x, axis=axes, dtype=x.dtype))
+
+
 def mean(x: np.ndarray, axis: Any = None) -> np.ndarray:
     """``ops.mean``: computed in :func:`compute_dtype`; integers and bool give float32, floats
-    keep their dtype (float16 is averaged in float32 and cast back, as Keras does)."""
+    keep their dtype (float16 is averaged in float32 and cast back, as Keras does). The sum is
+    TF's (its order) divided by the count; an empty mean is NaN, positive as TF's kernel fills
+    it (numpy's 0/0 sets the sign bit).
+
+    Raises:
+      InvalidArgumentError: an axis ``x`` lacks (TF's message).
+    """
+    axes = _reduction_axes(x, axis, "Mean")
     wide = compute_dtype(x.dtype)
     out_dtype = wide if x.dtype.kind in "biu" else x.dtype
-    return np.asarray(np.mean(x.astype(wide), axis=axis)).astype(out_dtype)
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    total = _sum_in_dtype(x.astype(wide), axes)
+    if count == 0:
+        return np.full(total.shape, np.nan, out_dtype)
+    return np.asarray(total / wide.type(count)).astype(wide).astype(out_dtype)
 
 
 def sum_(x: np.ndarray, axis: Any = None) -> np.ndarray:
-    """``ops.sum``: bool and 8/16-bit integers sum in (u)int32, everything else in its dtype."""
+    """``ops.sum``: bool and 8/16-bit integers sum in (u)int32, everything else in its dtype
+    (floats in TF's order).
+
+    Raises:
+      InvalidArgumentError: an axis ``x`` lacks (TF's message).
+    """
     dtype = x.dtype
     if dtype.kind == "b" or dtype in (np.int8, np.int16):
         dtype = np.dtype(np.int32)
     elif dtype in (np.uint8, np.uint16):
         dtype = np.dtype(np.uint32)
-    return np.asarray(np.sum(x.astype(dtype), axis=axis, dtype=dtype))
+    return _sum_in_dtype(x.astype(dtype), _reduction_axes(x, axis, "Sum"))
 
 
 def argmax(x: Any, axis: int = -1) -> np.ndarray:

@@ -1,0 +1,114 @@
+"""``mwms_mpi.metrics`` to the last bit of Keras 3.15.1 under TF 2.21.0, and TF's errors.
+
+Every literal here is what Keras 3.15.1 printed under TF 2.21.0 (CPU) for the same program:
+``np.asarray(result).tobytes().hex()`` with its dtype and shape, or the error's type and
+message; the two-replica cases ran under TF's MirroredStrategy on two logical CPUs. They pin
+what a differential fuzz of the metrics against Keras found: sums in TF's addition order
+(numpy's pairwise order differed in the last bit), an empty mean's NaN (TF's is positive), and
+TF's error for a 0-d ``mean_squared_error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mwms_mpi.metrics as metrics
+from mwms_mpi import errors
+
+NAN, INF = np.nan, np.inf
+F16 = np.array([1.263671875, 1.2978515625, 0.01323699951171875, 1.8916015625], np.float16)
+_K = np.arange(6 * 37, dtype=np.float64)
+ROWS = ((((_K * 7919) % 1009) / 97 - 5).astype(np.float32) ** 3).reshape(6, 37)
+BOOL = np.array([[[False], [True]]])
+MUL_FLOAT_INT = (
+    "cannot compute Mul as input #1(zero-based) was expected to be a float tensor but is a "
+    "{} tensor [Op:Mul] name: "
+)
+MEAN_AXIS = (
+    "{{function_node __wrapped__Mean_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
+    "Invalid reduction dimension (-1 for input with 0 dimension(s) [Op:Mean] name: "
+)
+SUB_BOOL = (
+    "Value for attr 'T' of bool is not in the list of allowed values: bfloat16, half, float, "
+    "double, uint8, int8, uint16, int16, int32, int64, complex64, complex128, uint32, uint64\n\t"
+    "; NodeDef: {{node Sub}}; Op<name=Sub; signature=x:T, y:T -> z:T; attr=T:type,allowed="
+    "[DT_BFLOAT16, DT_HALF, DT_FLOAT, DT_DOUBLE, DT_UINT8, DT_INT8, DT_UINT16, DT_INT16, "
+    "DT_INT32, DT_INT64, DT_COMPLEX64, DT_COMPLEX128, DT_UINT32, DT_UINT64]> [Op:Sub] name: "
+)
+
+
+def _bits(value: Any) -> tuple[str, tuple[int, ...], str]:
+    array = np.asarray(value)
+    return array.dtype.name, array.shape, array.tobytes().hex()
+
+
+def _run(metric: Any, *updates: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
+    for args, kwargs in updates:
+        metric.update_state(*args, **kwargs)
+    return metric.result()
+
+
+# name -> (program, Keras's (dtype, shape, bytes))
+LOCAL: dict[str, tuple[Any, tuple[str, tuple[int, ...], str]]] = {
+    # numpy's float sums differed in the last bit (its pairwise order, float16 rounding)
+    "sum_float16": (
+        lambda: _run(metrics.Sum(dtype="float16"), ((F16,), {})),
+        ("float16", (), "7844"),
+    ),
+    "mean_rows": (lambda: _run(metrics.Mean(), ((ROWS,), {})), ("float32", (), "be22a940")),
+    "sum_37": (lambda: _run(metrics.Sum(), ((ROWS[0],), {})), ("float32", (), "be3f7143")),
+    "mse_rows": (
+        lambda: metrics.mean_squared_error(ROWS, np.zeros_like(ROWS)),
+        ("float32", (6,), "6b6d4945192641450bb2244509414045e3e026456e193645"),
+    ),
+    # an empty mean is TF's positive NaN (numpy's 0/0 has the sign bit)
+    "empty_mean": (
+        lambda: _run(metrics.Mean(), ((np.zeros((3, 0), np.float32),), {})),
+        ("float32", (), "0000c07f"),
+    ),
+    "empty_mean_then": (
+        lambda: _run(
+            metrics.Mean(),
+            ((np.zeros((3, 0), np.float32),), {}),
+            ((np.ones(2, np.float32),), {}),
+        ),
+        ("float32", (), "0000c07f"),
+    ),
+    "mse_empty": (
+        lambda: metrics.mean_squared_error(np.zeros((2, 0)), np.zeros((2, 0))),
+        ("float64", (2,), "000000000000f87f000000000000f87f"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LOCAL))
+def test_result_bits_are_kerass(case: str) -> None:
+    program, expected = LOCAL[case]
+    assert _bits(program()) == expected
+
+
+# name -> (program, Keras's error type, message)
+ERRORS: dict[str, tuple[Any, type[Exception], str]] = {
+    "mse_0d": (
+        lambda: metrics.mean_squared_error(np.float32(1), np.float32(2)),
+        errors.InvalidArgumentError,
+        MEAN_AXIS,
+    ),
+    "mse_metric_0d": (
+        lambda: metrics.MeanSquaredError().update_state(np.float32(1), np.float32(2)),
+        errors.InvalidArgumentError,
+        MEAN_AXIS,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERRORS))
+def test_errors_are_tfs(case: str) -> None:
+    program, kind, message = ERRORS[case]
+    with pytest.raises(kind) as raised:
+        program()
+    assert type(raised.value) is kind
+    assert raised.value.message == message
