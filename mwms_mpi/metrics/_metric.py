@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays
+from mwms_mpi.metrics import _ops
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
 from mwms_mpi.values.variables import Variable
 
@@ -210,14 +211,23 @@ class Metric:
     def add_to(self, variable: Any, delta: Any) -> None:
         """Keras 3's ``variable.assign_add(delta)``, which is ``assign(variable + delta)``.
 
-        In replica context that adds to the replica's own component. In cross-replica context
-        it reads the global value (a collective), adds ``delta`` and assigns the sum, which a
-        sum-aggregated sync-on-read variable spreads over the replicas: so ``update_state``
-        outside ``strategy.run`` works as under Keras, where TF's own
-        ``SyncOnReadVariable.assign_add`` would refuse.
+        The sum is in Keras's ``result_type`` of the two (an integer total plus a float32
+        mean is a float32 sum) and only then cast to the variable's dtype, so a fraction
+        carries over as Keras's does (``-3 + 0.5`` stores ``-2``); a Python number takes the
+        variable's dtype. In replica context that adds to the replica's own component. In
+        cross-replica context it reads the global value (a collective), adds ``delta`` and
+        assigns the sum, which a sum-aggregated sync-on-read variable spreads over the
+        replicas: so ``update_state`` outside ``strategy.run`` works as under Keras, where TF's
+        own ``SyncOnReadVariable.assign_add`` would refuse.
         """
         dtype = np.dtype(variable.dtype)
-        new = np.asarray(self.read(variable) + np.asarray(delta).astype(dtype)).astype(dtype)
+        if isinstance(delta, bool | int | float):
+            # a weak Python number: the variable's dtype, or float32 for a float and an integer
+            weak = _ops.FLOAT32 if isinstance(delta, float) and dtype.kind != "f" else dtype
+            delta = np.asarray(delta, weak)
+        delta = np.asarray(_arrays.to_host(delta))
+        wide = _ops.result_type(dtype, delta.dtype)
+        new = np.asarray(self.read(variable).astype(wide) + delta.astype(wide)).astype(dtype)
         variable.assign(new, read_value=False)
 
     def reset_state(self) -> None:

@@ -3,9 +3,10 @@
 Keras 3.15.1 (the Keras TF 2.21 installs) is the spec: conversion casts where Keras's
 ``convert_to_tensor`` casts, ``mean`` of integers is float32 and of float16 is computed in
 float32, ``argmax`` breaks ties by the first index and puts -0.0 below 0.0, ``divide_no_nan``
-gives 0 for a zero divisor. Float sums add in TF's CPU order (``mwms_mpi._tf_sum``), so results
-agree to the last bit; an empty mean is TF's positive NaN. Device (CuPy) inputs are brought to
-the host: a metric's state is a few scalars, so its arithmetic stays on the host.
+gives 0 for a zero divisor, and a product of two dtypes is TF's error. Float sums add in TF's
+CPU order (``mwms_mpi._tf_sum``), so results agree to the last bit; an empty mean is TF's
+positive NaN. Device (CuPy) inputs are brought to the host: a metric's state is a few scalars,
+so its arithmetic stays on the host.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
+from mwms_mpi._constant import tf_dtype_name
 from mwms_mpi._tf_sum import reduce_sum_last
 from mwms_mpi.values.convert import as_array, convert_to_dtype, is_tensor
 
@@ -50,6 +52,18 @@ def cast(x: Any, dtype: Any) -> np.ndarray:
 def compute_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     """Keras's ``result_type(dtype, "float32")``: integers and bool (and float16) in float32."""
     return np.dtype(np.float64) if dtype == np.float64 else FLOAT32
+
+
+def result_type(a: Any, b: Any) -> np.dtype[Any]:
+    """Keras's ``result_type`` of two dtypes, for the ones a metric meets: a float with an
+    integer or bool is the float (Keras's lattice puts every integer below float16), two
+    floats or two integers promote as numpy does."""
+    a, b = np.dtype(a), np.dtype(b)
+    if a == b:
+        return a
+    if (a.kind == "f") != (b.kind == "f"):
+        return a if a.kind == "f" else b
+    return np.promote_types(a, b)
 
 
 def _reduction_axes(x: np.ndarray, axis: Any, op: str) -> tuple[int, ...]:
@@ -116,6 +130,23 @@ def sum_(x: np.ndarray, axis: Any = None) -> np.ndarray:
     elif dtype in (np.uint8, np.uint16):
         dtype = np.dtype(np.uint32)
     return _sum_in_dtype(x.astype(dtype), _reduction_axes(x, axis, "Sum"))
+
+
+def multiply(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x * y`` of two tensors: TF's ``Mul`` takes one dtype.
+
+    Raises:
+      InvalidArgumentError: ``y``'s dtype is not ``x``'s (TF's kernel message).
+    """
+    if x.dtype != y.dtype:
+        raise errors.InvalidArgumentError(
+            None,
+            "Mul",
+            f"cannot compute Mul as input #1(zero-based) was expected to be a "
+            f"{tf_dtype_name(x.dtype)} tensor but is a {tf_dtype_name(y.dtype)} tensor "
+            "[Op:Mul] name: ",
+        )
+    return np.asarray(x * y)
 
 
 def argmax(x: Any, axis: int = -1) -> np.ndarray:

@@ -26,7 +26,9 @@ def reduce_to_samplewise_values(
     """Keras's per-sample values and weights: weighted, and reduced to rank 1 (or 0).
 
     Raises:
-      InvalidArgumentError: ``sample_weight`` does not broadcast to the values' shape.
+      InvalidArgumentError: ``sample_weight`` does not broadcast to the values' shape, or
+        the values were averaged to float32 for an integer metric's weights (TF's ``Mul``
+        refuses two dtypes).
     """
     values = _ops.cast(values, dtype)
     weights = None
@@ -37,7 +39,7 @@ def reduce_to_samplewise_values(
         if values_ndim > weight_ndim:
             values = reduce_fn(values, tuple(range(weight_ndim, values_ndim)))
         weights = _ops.broadcast_to(weights, values.shape, api)
-        values = values * weights
+        values = _ops.multiply(values, weights)
         if weight_ndim > 1:
             weights = reduce_fn(weights, tuple(range(1, weight_ndim)))
     if values.ndim > 1:
@@ -104,7 +106,7 @@ class Mean(Metric):
             num_samples = values.shape[0]
         else:
             num_samples = 1
-        self.add_to(self.count, num_samples)
+        self.add_to(self.count, _ops.cast(num_samples, self._dtype))
 
     def result(self) -> np.ndarray:
         """``total / count`` (0 while ``count`` is 0), over every replica in cross-replica

@@ -4,7 +4,8 @@ Every literal here is what Keras 3.15.1 printed under TF 2.21.0 (CPU) for the sa
 ``np.asarray(result).tobytes().hex()`` with its dtype and shape, or the error's type and
 message; the two-replica cases ran under TF's MirroredStrategy on two logical CPUs. They pin
 what a differential fuzz of the metrics against Keras found: sums in TF's addition order
-(numpy's pairwise order differed in the last bit), an empty mean's NaN (TF's is positive), and
+(numpy's pairwise order differed in the last bit), an empty mean's NaN (TF's is positive),
+Keras's ``assign_add`` (the sum is cast, not the addend), TF's ``Mul`` refusing two dtypes, and
 TF's error for a 0-d ``mean_squared_error``.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import mwms_mpi.distribute as ds
 import mwms_mpi.metrics as metrics
 from mwms_mpi import errors
 
@@ -81,6 +83,26 @@ LOCAL: dict[str, tuple[Any, tuple[str, tuple[int, ...], str]]] = {
         lambda: metrics.mean_squared_error(np.zeros((2, 0)), np.zeros((2, 0))),
         ("float64", (2,), "000000000000f87f000000000000f87f"),
     ),
+    # an integer total adds a float32 mean in float32 and truncates the sum (-3 + 0.5 -> -2)
+    "int_total_carries": (
+        lambda: _run(
+            metrics.Mean(dtype="int32"),
+            ((np.array([[-3], [3], [-3]], np.int32),), {}),
+            ((BOOL,), {}),
+            ((BOOL,), {}),
+        ),
+        ("float32", (), "cdcc4cbe"),
+    ),
+    "int_same_rank_weights": (
+        lambda: _run(
+            metrics.Accuracy(dtype="int64"),
+            (
+                (np.array([[1, 2], [3, 4]]), np.array([[1, 2], [3, 5]])),
+                {"sample_weight": np.ones((2, 2), int)},
+            ),
+        ),
+        ("float32", (), "0000003f"),
+    ),
 }
 
 
@@ -92,6 +114,19 @@ def test_result_bits_are_kerass(case: str) -> None:
 
 # name -> (program, Keras's error type, message)
 ERRORS: dict[str, tuple[Any, type[Exception], str]] = {
+    # the weights are lower rank, so the values were averaged to float32: TF's Mul refuses
+    "int_mean_weighted": (
+        lambda: metrics.Mean(dtype="int32").update_state([[1, 2], [3, 4]], sample_weight=[1, 0]),
+        errors.InvalidArgumentError,
+        MUL_FLOAT_INT.format("int32"),
+    ),
+    "int_accuracy_weighted": (
+        lambda: metrics.Accuracy(dtype="int64").update_state(
+            np.array([[1, 2], [3, 4]]), np.array([[1, 2], [3, 5]]), sample_weight=np.array([1, 1])
+        ),
+        errors.InvalidArgumentError,
+        MUL_FLOAT_INT.format("int64"),
+    ),
     "mse_0d": (
         lambda: metrics.mean_squared_error(np.float32(1), np.float32(2)),
         errors.InvalidArgumentError,
@@ -112,3 +147,29 @@ def test_errors_are_tfs(case: str) -> None:
         program()
     assert type(raised.value) is kind
     assert raised.value.message == message
+
+
+def test_two_replicas_give_kerass_bits() -> None:
+    """MirroredStrategy on two CPU replicas, each replica its own batch; results read in
+    cross-replica context."""
+    strategy = ds.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+    def per_replica(a: Any, b: Any) -> Any:
+        return strategy.experimental_distribute_values_from_function(
+            lambda ctx: (a, b)[ctx.replica_id_in_sync_group]
+        )
+
+    with strategy.scope():
+        integer, rows, empty = metrics.Mean(dtype="int32"), metrics.Mean(), metrics.Mean()
+    first = per_replica(
+        np.array([[-3], [3], [-3]], np.int32), np.array([[-3], [-3], [3]], np.int32)
+    )
+    strategy.run(integer.update_state, args=(first,))
+    strategy.run(integer.update_state, args=(per_replica(BOOL, BOOL),))
+    strategy.run(integer.update_state, args=(per_replica(BOOL, BOOL),))
+    strategy.run(rows.update_state, args=(per_replica(ROWS[:3], ROWS[3:]),))
+    zeros = per_replica(np.zeros((2, 0), np.float32), np.zeros((1, 0), np.float32))
+    strategy.run(empty.update_state, args=(zeros,))
+    assert _bits(integer.result()) == ("float32", (), "cdcc4cbe")
+    assert _bits(rows.result()) == ("float32", (), "bf22a940")
+    assert _bits(empty.result()) == ("float32", (), "0000c07f")
