@@ -2,11 +2,11 @@
 
 Keras 3.15.1 (the Keras TF 2.21 installs) is the spec: conversion casts where Keras's
 ``convert_to_tensor`` casts, ``mean`` of integers is float32 and of float16 is computed in
-float32, ``argmax`` breaks ties by the first index and puts -0.0 below 0.0, ``divide_no_nan``
-gives 0 for a zero divisor, and a product of two dtypes is TF's error. Float sums add in TF's
-CPU order (``mwms_mpi._tf_sum``), so results agree to the last bit; an empty mean is TF's
-positive NaN. Device (CuPy) inputs are brought to the host: a metric's state is a few scalars,
-so its arithmetic stays on the host.
+float32, ``argmax`` breaks ties by the first index, puts -0.0 below 0.0 and never picks NaN,
+``divide_no_nan`` gives 0 for a zero divisor, and a product of two dtypes is TF's error. Float
+sums add in TF's CPU order (``mwms_mpi._tf_sum``), so results agree to the last bit; an empty
+mean is TF's positive NaN. Device (CuPy) inputs are brought to the host: a metric's state is a
+few scalars, so its arithmetic stays on the host.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ from mwms_mpi.values.convert import as_array, convert_to_dtype, is_tensor
 
 FLOAT32 = np.dtype(np.float32)
 _CPU_NODE = "{{function_node __wrapped__%s_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
+# TF's Sub kernel's types, as its error for bool lists them
+_SUB_TYPES = (
+    "bfloat16, half, float, double, uint8, int8, uint16, int16, int32, int64, complex64, "
+    "complex128, uint32, uint64"
+)
 
 
 def convert(x: Any, dtype: Any = None) -> np.ndarray:
@@ -149,13 +154,34 @@ def multiply(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.asarray(x * y)
 
 
+def subtract(x: np.ndarray, y: np.ndarray, api: str) -> np.ndarray:
+    """``ops.subtract`` of two arrays of one dtype, with broadcasting.
+
+    Raises:
+      InvalidArgumentError: for bool (TF's ``Sub`` kernel has no bool) or shapes that do not
+        broadcast.
+    """
+    if x.dtype.kind == "b":
+        raise errors.InvalidArgumentError(
+            None,
+            "Sub",
+            f"Value for attr 'T' of bool is not in the list of allowed values: {_SUB_TYPES}\n\t; "
+            "NodeDef: {{node Sub}}; Op<name=Sub; signature=x:T, y:T -> z:T; attr=T:type,allowed="
+            f"[{', '.join('DT_' + t.upper() for t in _SUB_TYPES.split(', '))}]> [Op:Sub] name: ",
+        )
+    return elementwise(np.subtract, api, x, y)
+
+
 def argmax(x: Any, axis: int = -1) -> np.ndarray:
     """``ops.argmax`` (int32): the first index of the largest value; for floats, -0.0 counts as
-    below 0.0 (Keras's flush-to-zero fix), and float16 is compared in float32."""
+    below 0.0 (Keras's flush-to-zero fix), and float16 is compared in float32. TF's kernel
+    starts from index 0 holding the dtype's lowest value and takes only a strictly larger
+    one: NaN is never picked, nor the lowest value or -inf after index 0."""
     x = convert(x)
     if x.dtype.kind == "f" and x.ndim > 0:
         x = x.astype(compute_dtype(x.dtype))
         x = np.where((x == 0) & np.signbit(x), -np.finfo(x.dtype).tiny, x)
+        x = np.where(np.isnan(x) | (x <= np.finfo(x.dtype).min), -np.inf, x)
     return np.asarray(np.argmax(x, axis=axis)).astype(np.int32)
 
 

@@ -5,8 +5,8 @@ Every literal here is what Keras 3.15.1 printed under TF 2.21.0 (CPU) for the sa
 message; the two-replica cases ran under TF's MirroredStrategy on two logical CPUs. They pin
 what a differential fuzz of the metrics against Keras found: sums in TF's addition order
 (numpy's pairwise order differed in the last bit), an empty mean's NaN (TF's is positive),
-Keras's ``assign_add`` (the sum is cast, not the addend), TF's ``Mul`` refusing two dtypes, and
-TF's error for a 0-d ``mean_squared_error``.
+Keras's ``assign_add`` (the sum is cast, not the addend), TF's ``Mul`` refusing two dtypes,
+TF's ``argmax`` never picking NaN, and TF's errors for bool and 0-d ``mean_squared_error``.
 """
 
 from __future__ import annotations
@@ -103,6 +103,27 @@ LOCAL: dict[str, tuple[Any, tuple[str, tuple[int, ...], str]]] = {
         ),
         ("float32", (), "0000003f"),
     ),
+    # TF's argmax never picks NaN, nor the lowest value after index 0
+    "sparse_nan": (
+        lambda: metrics.sparse_categorical_accuracy(
+            np.array([1, 0, 1, 0]),
+            np.array([[NAN, 1.0], [-INF, -INF], [1.0, NAN], [NAN, NAN]], np.float32),
+        ),
+        ("float32", (4,), "0000803f0000803f000000000000803f"),
+    ),
+    "categorical_nan": (
+        lambda: metrics.categorical_accuracy(
+            np.array([[NAN, 1.0], [0.0, 1.0]], np.float32),
+            np.array([[0.0, 1.0], [NAN, 1.0]], np.float32),
+        ),
+        ("float32", (2,), "0000803f0000803f"),
+    ),
+    "sparse_lowest": (
+        lambda: metrics.sparse_categorical_accuracy(
+            np.array([1]), np.array([[-INF, np.finfo(np.float32).min]], np.float32)
+        ),
+        ("float32", (1,), "00000000"),
+    ),
 }
 
 
@@ -126,6 +147,11 @@ ERRORS: dict[str, tuple[Any, type[Exception], str]] = {
         ),
         errors.InvalidArgumentError,
         MUL_FLOAT_INT.format("int64"),
+    ),
+    "mse_bool": (
+        lambda: metrics.mean_squared_error(np.array([True]), np.array([False])),
+        errors.InvalidArgumentError,
+        SUB_BOOL,
     ),
     "mse_0d": (
         lambda: metrics.mean_squared_error(np.float32(1), np.float32(2)),
