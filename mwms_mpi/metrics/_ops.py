@@ -176,8 +176,19 @@ def argmax(x: Any, axis: int = -1) -> np.ndarray:
     """``ops.argmax`` (int32): the first index of the largest value; for floats, -0.0 counts as
     below 0.0 (Keras's flush-to-zero fix), and float16 is compared in float32. TF's kernel
     starts from index 0 holding the dtype's lowest value and takes only a strictly larger
-    one: NaN is never picked, nor the lowest value or -inf after index 0."""
+    one: NaN is never picked, nor the lowest value or -inf after index 0.
+
+    Raises:
+      InvalidArgumentError: ``axis`` is empty (TF's kernel message).
+    """
     x = convert(x)
+    if x.ndim > 0 and x.shape[axis] == 0:
+        dims = ",".join(str(d) for d in x.shape)
+        raise errors.InvalidArgumentError(
+            None,
+            "ArgMax",
+            _CPU_NODE % "ArgMax" + f"Reduction axis {axis} is empty in shape [{dims}] [Op:ArgMax]",
+        )
     if x.dtype.kind == "f" and x.ndim > 0:
         x = x.astype(compute_dtype(x.dtype))
         x = np.where((x == 0) & np.signbit(x), -np.finfo(x.dtype).tiny, x)

@@ -6,7 +6,8 @@ message; the two-replica cases ran under TF's MirroredStrategy on two logical CP
 what a differential fuzz of the metrics against Keras found: sums in TF's addition order
 (numpy's pairwise order differed in the last bit), an empty mean's NaN (TF's is positive),
 Keras's ``assign_add`` (the sum is cast, not the addend), TF's ``Mul`` refusing two dtypes,
-TF's ``argmax`` never picking NaN, and TF's errors for bool and 0-d ``mean_squared_error``.
+TF's ``argmax`` never picking NaN, and TF's errors for an empty ``argmax`` axis and for bool
+and 0-d ``mean_squared_error``.
 """
 
 from __future__ import annotations
@@ -147,6 +148,18 @@ ERRORS: dict[str, tuple[Any, type[Exception], str]] = {
         ),
         errors.InvalidArgumentError,
         MUL_FLOAT_INT.format("int64"),
+    ),
+    "argmax_empty_axis": (
+        lambda: metrics.sparse_categorical_accuracy(np.zeros(2), np.zeros((2, 0), np.float16)),
+        errors.InvalidArgumentError,
+        "{{function_node __wrapped__ArgMax_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
+        "Reduction axis -1 is empty in shape [2,0] [Op:ArgMax]",
+    ),
+    "argmax_empty_batch": (
+        lambda: metrics.SparseCategoricalAccuracy().update_state(np.array([], np.int64), []),
+        errors.InvalidArgumentError,
+        "{{function_node __wrapped__ArgMax_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
+        "Reduction axis -1 is empty in shape [0] [Op:ArgMax]",
     ),
     "mse_bool": (
         lambda: metrics.mean_squared_error(np.array([True]), np.array([False])),
