@@ -23,7 +23,7 @@ def accuracy(y_true: Any, y_pred: Any) -> np.ndarray:
     y_pred = _ops.convert(y_pred)
     y_true = _ops.convert(y_true, y_pred.dtype)
     y_true, y_pred = _ops.squeeze_or_expand_to_same_rank(y_true, y_pred)
-    return _ops.elementwise(np.equal, "accuracy", y_true, y_pred).astype(np.float32)
+    return _ops.elementwise(np.equal, "Equal", y_true, y_pred).astype(np.float32)
 
 
 def categorical_accuracy(y_true: Any, y_pred: Any) -> np.ndarray:
@@ -35,11 +35,11 @@ def categorical_accuracy(y_true: Any, y_pred: Any) -> np.ndarray:
     shape = labels.shape
     reshape = labels.ndim == y_pred.ndim
     if reshape:
-        labels = np.squeeze(labels, -1)
+        labels = _ops.squeeze(labels, -1)
     predicted = _ops.argmax(y_pred, axis=-1)
     if predicted.dtype != labels.dtype:
         predicted = predicted.astype(labels.dtype)
-    matches = _ops.elementwise(np.equal, "categorical_accuracy", labels, predicted)
+    matches = _ops.elementwise(np.equal, "Equal", labels, predicted)
     matches = matches.astype(np.float32)
     return matches.reshape(shape) if reshape else matches
 
@@ -56,7 +56,7 @@ def sparse_categorical_accuracy(y_true: Any, y_pred: Any) -> np.ndarray:
     predicted = _ops.argmax(y_pred, axis=-1)
     if predicted.dtype != labels.dtype:
         predicted = predicted.astype(labels.dtype)
-    matches = _ops.elementwise(np.equal, "sparse_categorical_accuracy", labels, predicted)
+    matches = _ops.elementwise(np.equal, "Equal", labels, predicted)
     matches = matches.astype(np.float32)
     if reshape:
         matches = matches.reshape(shape)

@@ -154,7 +154,7 @@ def multiply(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.asarray(x * y)
 
 
-def subtract(x: np.ndarray, y: np.ndarray, api: str) -> np.ndarray:
+def subtract(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``ops.subtract`` of two arrays of one dtype, with broadcasting.
 
     Raises:
@@ -169,7 +169,7 @@ def subtract(x: np.ndarray, y: np.ndarray, api: str) -> np.ndarray:
             "NodeDef: {{node Sub}}; Op<name=Sub; signature=x:T, y:T -> z:T; attr=T:type,allowed="
             f"[{', '.join('DT_' + t.upper() for t in _SUB_TYPES.split(', '))}]> [Op:Sub] name: ",
         )
-    return elementwise(np.subtract, api, x, y)
+    return elementwise(np.subtract, "Sub", x, y)
 
 
 def argmax(x: Any, axis: int = -1) -> np.ndarray:
@@ -196,6 +196,17 @@ def argmax(x: Any, axis: int = -1) -> np.ndarray:
     return np.asarray(np.argmax(x, axis=axis)).astype(np.int32)
 
 
+def squeeze(x: np.ndarray, axis: int) -> np.ndarray:
+    """``ops.squeeze(x, axis)``.
+
+    Raises:
+      ValueError: the axis is not 1 (Keras's own check and message).
+    """
+    if x.shape[axis] != 1:
+        raise ValueError(f"Cannot squeeze axis={axis}, because the dimension is not 1.")
+    return np.squeeze(x, axis)
+
+
 def squeeze_or_expand_to_same_rank(x1: np.ndarray, x2: np.ndarray) -> tuple[np.ndarray, ...]:
     """Keras's ``squeeze_or_expand_to_same_rank``: ranks that differ by one with a trailing 1
     are matched (a rank-1 partner is expanded, any other squeezed)."""
@@ -215,24 +226,55 @@ def squeeze_or_expand_to_same_rank(x1: np.ndarray, x2: np.ndarray) -> tuple[np.n
     return x1, x2
 
 
-def elementwise(op: Callable[..., Any], api: str, *arrays: np.ndarray) -> np.ndarray:
-    """``op(*arrays)`` with broadcasting; shapes that do not broadcast raise TF's error.
+def _dims(shape: tuple[int, ...]) -> str:
+    """A shape as TF's kernel messages write it: ``[2,3]``."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def elementwise(op: Callable[..., Any], name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``op(x, y)`` with broadcasting; shapes that do not broadcast raise TF's error for the
+    kernel ``name`` (``Equal``, ``Sub``).
 
     Raises:
-      InvalidArgumentError: the shapes are incompatible (TF's kernels raise this).
+      InvalidArgumentError: the shapes are incompatible (TF's kernel message).
     """
     try:
-        return np.asarray(op(*arrays))
-    except ValueError as e:
-        shapes = ", ".join(str(tuple(a.shape)) for a in arrays)
+        return np.asarray(op(x, y))
+    except ValueError:
         raise errors.InvalidArgumentError(
-            None, api, f"{api}: Incompatible shapes: {shapes} ({e})"
+            None,
+            name,
+            _CPU_NODE % name
+            + f"Incompatible shapes: {_dims(x.shape)} vs. {_dims(y.shape)} [Op:{name}] name: ",
         ) from None
 
 
-def broadcast_to(x: np.ndarray, shape: tuple[int, ...], api: str) -> np.ndarray:
-    """``ops.broadcast_to``, raising TF's error for a shape ``x`` cannot take."""
-    return elementwise(lambda a: np.broadcast_to(a, shape), api, x)
+def broadcast_to(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``ops.broadcast_to``, with TF's ``BroadcastTo`` checks: the rank, then the shapes'
+    broadcast, which must be ``shape`` itself.
+
+    Raises:
+      InvalidArgumentError: ``x`` cannot take ``shape`` (TF's kernel messages).
+    """
+    if x.ndim > len(shape):
+        problem = (
+            f"Rank of input ({x.ndim}) must be no greater than rank of output shape ({len(shape)})."
+        )
+    else:
+        try:
+            joint = np.broadcast_shapes(x.shape, shape)
+        except ValueError:
+            problem = f"Incompatible shapes: {_dims(x.shape)} vs. {_dims(shape)}"
+        else:
+            if joint == tuple(shape):
+                return np.broadcast_to(x, shape)
+            problem = (
+                f"Unable to broadcast tensor of shape {_dims(x.shape)} to tensor of shape "
+                f"{_dims(shape)}"
+            )
+    raise errors.InvalidArgumentError(
+        None, "BroadcastTo", _CPU_NODE % "BroadcastTo" + f"{problem} [Op:BroadcastTo]"
+    )
 
 
 def divide_no_nan(x: np.ndarray, y: np.ndarray) -> np.ndarray:

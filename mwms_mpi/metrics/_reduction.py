@@ -21,7 +21,7 @@ Reducer = Callable[[np.ndarray, Any], np.ndarray]
 
 
 def reduce_to_samplewise_values(
-    values: Any, sample_weight: Any, reduce_fn: Reducer, dtype: np.dtype[Any], api: str
+    values: Any, sample_weight: Any, reduce_fn: Reducer, dtype: np.dtype[Any]
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Keras's per-sample values and weights: weighted, and reduced to rank 1 (or 0).
 
@@ -38,7 +38,7 @@ def reduce_to_samplewise_values(
         weight_ndim, values_ndim = weights.ndim, values.ndim
         if values_ndim > weight_ndim:
             values = reduce_fn(values, tuple(range(weight_ndim, values_ndim)))
-        weights = _ops.broadcast_to(weights, values.shape, api)
+        weights = _ops.broadcast_to(weights, values.shape)
         values = _ops.multiply(values, weights)
         if weight_ndim > 1:
             weights = reduce_fn(weights, tuple(range(1, weight_ndim)))
@@ -66,9 +66,7 @@ class Sum(Metric):
           values: the values, of any shape.
           sample_weight: optional weights, broadcastable as Keras broadcasts them.
         """
-        values, _ = reduce_to_samplewise_values(
-            values, sample_weight, _ops.sum_, self._dtype, f"{self.name}.update_state"
-        )
+        values, _ = reduce_to_samplewise_values(values, sample_weight, _ops.sum_, self._dtype)
         self.add_to(self.total, _ops.sum_(values))
 
     def result(self) -> np.ndarray:
@@ -96,9 +94,7 @@ class Mean(Metric):
           values: the values, of any shape; each row of axis 0 is one sample.
           sample_weight: optional weights, broadcastable as Keras broadcasts them.
         """
-        values, weights = reduce_to_samplewise_values(
-            values, sample_weight, _ops.mean, self._dtype, f"{self.name}.update_state"
-        )
+        values, weights = reduce_to_samplewise_values(values, sample_weight, _ops.mean, self._dtype)
         self.add_to(self.total, _ops.sum_(values))
         if weights is not None:
             num_samples: Any = _ops.sum_(weights)

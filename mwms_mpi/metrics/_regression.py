@@ -20,7 +20,7 @@ def mean_squared_error(y_true: Any, y_pred: Any) -> np.ndarray:
     y_pred = _ops.convert(y_pred)
     y_true = _ops.convert(y_true, y_pred.dtype)
     y_true, y_pred = _ops.squeeze_or_expand_to_same_rank(y_true, y_pred)
-    error = _ops.subtract(y_true, y_pred, "mean_squared_error")
+    error = _ops.subtract(y_true, y_pred)
     return _ops.mean(np.square(error), axis=-1)
 
 
