@@ -14,8 +14,9 @@ shares the sum among threads, in as many blocks as its cost model gives for the 
 cores, so TF's own bits depend on the machine; this keeps the single-thread order there.
 float16 is Eigen's ``Packet8h`` (8 lanes): packets and tail add in float16, rounding at each
 addition, but the lanes fold in float32 (Eigen's ``predux`` of a half packet widens it first)
-and round once. Other dtypes, and device (CuPy) arrays, are summed by their own library in the
-input's dtype.
+and round once; each float16 addition is made in float32 and rounded, as Eigen's ``half`` does,
+which keeps the first operand's NaN where numpy's float16 addition keeps the second's. Other
+dtypes, and device (CuPy) arrays, are summed by their own library in the input's dtype.
 """
 
 from __future__ import annotations
@@ -86,17 +87,34 @@ def _leaf_sum(x: np.ndarray, lanes: int) -> Any:
     if count >= 4 * lanes:
         start = (count // (4 * lanes)) * 4 * lanes
         groups = x[..., :start].reshape(*lead, -1, 4, lanes)
-        four = np.add.reduce(groups, axis=-3, initial=zero)
-        packet = four[..., 0, :] + four[..., 1, :]
-        packet = packet + four[..., 2, :]
-        packet = packet + four[..., 3, :]
+        if x.dtype == np.float16:
+            four = np.zeros((*lead, 4, lanes), x.dtype)
+            for g in range(groups.shape[-3]):
+                four = _add(four, groups[..., g, :, :])
+        else:
+            four = np.add.reduce(groups, axis=-3, initial=zero)
+        packet = four[..., 0, :]
+        for k in (1, 2, 3):
+            # TF's float16 kernel keeps the NaN of the accumulator folded in (measured), so
+            # the operands swap there: the same value, TF's NaN
+            pair = (four[..., k, :], packet) if x.dtype == np.float16 else (packet, four[..., k, :])
+            packet = _add(*pair)
     whole = (count // lanes) * lanes
     for j in range(start, whole, lanes):
-        packet = packet + x[..., j : j + lanes]
+        packet = _add(packet, x[..., j : j + lanes])
     tail = np.zeros(lead, x.dtype)
     for k in range(whole, count):
-        tail = tail + x[..., k]
-    return tail + _fold_lanes(packet)
+        tail = _add(tail, x[..., k])
+    return _add(tail, _fold_lanes(packet))
+
+
+def _add(a: Any, b: Any) -> Any:
+    """``a + b`` as TF's CPU kernels add: float16 (Eigen's ``half``) through float32, rounded
+    once, which gives numpy's value but keeps the first operand's NaN where both are NaN (numpy's
+    float16 addition keeps the second's)."""
+    if np.result_type(a) == np.float16:
+        return np.asarray(np.asarray(a, np.float32) + np.asarray(b, np.float32)).astype(np.float16)
+    return a + b
 
 
 def _fold_lanes(packet: np.ndarray) -> Any:

@@ -227,7 +227,11 @@ class Metric:
             delta = np.asarray(delta, weak)
         delta = np.asarray(_arrays.to_host(delta))
         wide = _ops.result_type(dtype, delta.dtype)
-        new = np.asarray(self.read(variable).astype(wide) + delta.astype(wide)).astype(dtype)
+        # float16 adds in float32, rounded once, as TF's kernel (Eigen's half) does: the same
+        # value, but the first operand's NaN where both are NaN (numpy's keeps the second's)
+        add = _ops.FLOAT32 if wide == np.float16 else wide
+        new = np.asarray(self.read(variable).astype(add) + delta.astype(add)).astype(wide)
+        new = new.astype(dtype)
         variable.assign(new, read_value=False)
 
     def reset_state(self) -> None:

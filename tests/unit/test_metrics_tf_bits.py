@@ -68,6 +68,19 @@ LOCAL: dict[str, tuple[Any, tuple[str, tuple[int, ...], str]]] = {
         lambda: metrics.mean_squared_error(ROWS, np.zeros_like(ROWS)),
         ("float32", (6,), "6b6d4945192641450bb2244509414045e3e026456e193645"),
     ),
+    # float16 adds keep TF's NaN where NaNs of both signs meet (numpy's keeps the other)
+    "float16_nans": (
+        lambda: _run(
+            metrics.Sum(dtype="float16"),
+            ((np.array([NAN], np.float16),), {}),
+            ((np.array([-NAN], np.float16),), {}),
+        ),
+        ("float16", (), "007e"),
+    ),
+    "float16_nans_in_a_sum": (
+        lambda: _run(metrics.Sum(dtype="float16"), ((np.array([NAN] + [1] * 7 + [-NAN]),), {})),
+        ("float16", (), "00fe"),
+    ),
     # an empty mean is TF's positive NaN (numpy's 0/0 has the sign bit)
     "empty_mean": (
         lambda: _run(metrics.Mean(), ((np.zeros((3, 0), np.float32),), {})),

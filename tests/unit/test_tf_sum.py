@@ -92,3 +92,22 @@ def test_rows_are_summed_as_tf_sums_the_last_axis(dtype: str) -> None:
     rows = reduce_sum_last(_values(6 * 37, dtype).reshape(6, 37))
     assert rows.dtype == np.dtype(dtype) and rows.shape == (6,)
     assert [float(v).hex() for v in rows] == [float.fromhex(h).hex() for h in ROWS[dtype]]
+
+
+# TF 2.21's tf.reduce_sum of float16 NaNs of both signs (numpy's float16 addition keeps the
+# second NaN where TF's keeps the first, except where TF folds its four packet accumulators).
+_P, _N = float("nan"), -float("nan")
+NANS = {
+    "tail": ([_P, _N], "007e"),
+    "packet_then_tail": ([_P] + [1] * 7 + [_N], "00fe"),
+    "two_packets": ([_P] + [1] * 7 + [_N] + [1] * 7, "007e"),
+    "four_accumulators": ([_P] + [1] * 7 + [_N] + [1] * 23, "00fe"),
+    "lanes": ([_P, 1, _N] + [1] * 5, "007e"),
+    "groups": ([_P] + [1] * 7 + [_N] + [1] * 31, "00fe"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NANS))
+def test_float16_nans_are_tfs(case: str) -> None:
+    values, expected = NANS[case]
+    assert reduce_sum_all(np.array(values, np.float16)).tobytes().hex() == expected
