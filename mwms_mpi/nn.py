@@ -214,7 +214,7 @@ def scale_regularization_loss(regularization_loss: Any) -> np.ndarray:
     if xp is not np:
         return _scale_in_namespace(xp, regularization_loss, replicas)
     loss = np.asarray(as_array(regularization_loss))
-    total = np.asarray(np.sum(loss, dtype=loss.dtype))
+    total = reduce_sum_all(loss)  # TF's addition order: TF's last bits (numpy's pairwise differs)
     return np.asarray(truediv(total, replicas))
 
 
