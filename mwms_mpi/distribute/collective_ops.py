@@ -92,6 +92,7 @@ class CollectiveAllReduce(CrossDeviceOps):
         self, per_replica_value: Any, destinations: Any, axis: int, options: Any
     ) -> Any:
         values = utils.local_values(per_replica_value)
+        utils.check_gather_axis([as_array(v) for v in values], axis)  # TF: before the dtype
         utils.check_collective_gather_dtype(as_array(values[0]).dtype)
         local = utils.concat_for_gather(values, axis)
         comm = self._communicator

@@ -216,14 +216,41 @@ def exact_sums_for(dtype: Any) -> bool:
     return switches.op_determinism and exact_supports(dtype)
 
 
+def check_gather_axis(arrays: Sequence[Any], axis: int) -> None:
+    """TF's collective all_gather moves ``axis`` to the front with the permutation
+    ``concat([axis], range(axis), range(axis + 1, rank))``, built before its kernel runs (so
+    before the dtype and shape checks): a negative axis fails in the first ``range``, an axis
+    at or past the rank (any axis of a 0-d value) in the second. One replica in all gathers
+    nothing and checks nothing (the callers' shortcut).
+
+    Raises:
+      ValueError: TF's ``Range`` error, for the first replica value the permutation fails for.
+    """
+    for array in arrays:
+        if axis < 0:
+            bounds, node, limit = (0, axis), "allgather/range", "allgather/range/limit"
+        elif axis + 1 > array.ndim:
+            bounds, node, limit = (axis + 1, array.ndim), "allgather/range_1", "allgather/Rank"
+        else:
+            continue
+        start, end = bounds
+        raise ValueError(
+            f"Requires start <= limit when delta > 0: {start}/{end} for '{{{{node {node}}}}} = "
+            f"Range[Tidx=DT_INT32]({node}/start, {limit}, {node}/delta)' with input shapes: "
+            f"[], [], [] and with computed input tensors: input[0] = <{start}>, "
+            f"input[1] = <{end}>, input[2] = <1>."
+        )
+
+
 def concat_for_gather(values: Sequence[Any], axis: int) -> np.ndarray:
     """This worker's replicas' values concatenated along ``axis`` (TF's checks first).
 
     Raises:
       InvalidArgumentError: if replicas' ranks or dtypes differ, or other dimensions do.
-      ValueError: for 0-d values or an ``axis`` out of range.
+      ValueError: for an ``axis`` TF's permutation cannot take (``check_gather_axis``).
     """
     arrays = [as_array(v) for v in values]
+    check_gather_axis(arrays, axis)
     first = arrays[0]
     for a in arrays[1:]:
         if a.dtype != first.dtype or a.ndim != first.ndim:
@@ -233,10 +260,6 @@ def concat_for_gather(values: Sequence[Any], axis: int) -> np.ndarray:
                 f"all_gather: replicas passed {a.dtype}{list(a.shape)} and "
                 f"{first.dtype}{list(first.shape)}: ranks and dtypes must agree",
             )
-    if first.ndim == 0:
-        raise ValueError("all_gather of a scalar (0-d) value: it needs an axis to concatenate")
-    if not -first.ndim <= axis < first.ndim:
-        raise ValueError(f"`axis` = {axis} out of range for `value` with rank {first.ndim}")
     if len(arrays) == 1:
         return first
     xp = _arrays.array_module(first)  # k local GPUs: concatenated on the first replica's

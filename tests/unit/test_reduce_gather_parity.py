@@ -5,8 +5,12 @@ Every expected value below is TF 2.21's output for the same program, pinned as b
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
+import numpy as np
+import pytest
+
+import mwms_mpi.distribute as ds
 from mwms_mpi import nn
 
 
@@ -20,3 +24,54 @@ def test_scale_regularization_loss_adds_in_tfs_order() -> None:
     got = nn.scale_regularization_loss(x)
     assert got.dtype == np.float64 and got.shape == ()
     assert got.tobytes().hex() == "501e8ed699891e40"
+
+
+def _m2() -> Any:
+    return ds.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+
+def _range_error(start: int, end: int) -> str:
+    """TF's message when its all_gather permutation ``range(axis)`` / ``range(axis + 1, rank)``
+    fails (the second range's node reads the rank)."""
+    node, limit = (
+        ("allgather/range", "allgather/range/limit")
+        if start == 0
+        else ("allgather/range_1", "allgather/Rank")
+    )
+    return (
+        f"Requires start <= limit when delta > 0: {start}/{end} for '{{{{node {node}}}}} = "
+        f"Range[Tidx=DT_INT32]({node}/start, {limit}, {node}/delta)' with input shapes: [], [], "
+        f"[] and with computed input tensors: input[0] = <{start}>, input[1] = <{end}>, "
+        "input[2] = <1>."
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "axis", "bounds"),
+    [
+        (np.ones((2, 2), np.float32), -1, (0, -1)),  # TF raises; we gathered along the last axis
+        (np.ones((2, 2), np.float32), 2, (3, 2)),
+        (np.float32(1), 0, (1, 0)),
+        (np.int16(1), 0, (1, 0)),  # the permutation fails before the dtype check
+        (np.ones(1, np.int16), -1, (0, -1)),
+    ],
+)
+def test_gather_axis_is_checked_as_tfs_permutation(value: Any, axis: int, bounds: Any) -> None:
+    # TF 2.21 at MirroredStrategy over two CPUs: ValueError from the Range op building the
+    # permutation that moves `axis` to the front, for Strategy.gather and all_gather alike.
+    s = _m2()
+    pr = s.experimental_distribute_values_from_function(lambda _: np.array(value))
+    with pytest.raises(ValueError) as info:
+        s.gather(pr, axis=axis)
+    assert str(info.value) == _range_error(*bounds)
+    with pytest.raises(ValueError) as info:
+        s.run(lambda: ds.get_replica_context().all_gather(np.array(value), axis))
+    assert str(info.value) == _range_error(*bounds)
+
+
+def test_gather_in_range_still_concatenates() -> None:
+    s = _m2()
+    got = s.experimental_local_results(
+        s.run(lambda: ds.get_replica_context().all_gather(np.array([1.0, 2.0], np.float32), 0))
+    )
+    assert [g.tolist() for g in got] == [[1.0, 2.0, 1.0, 2.0]] * 2  # TF 2.21
