@@ -184,6 +184,7 @@ class Strategy:
             reduce_op = op if op is not None else as_reduce_op(reduce_op)
             if axis is None:
                 return ext._reduce(reduce_op, value)
+            hash(axis)  # TF caches a function per axis in a dict: a list axis is a TypeError
             if reduce_op == ReduceOp.SUM:
                 value = self.run(lambda v: reduce_sum(local_value(v), axis), args=(value,))
                 return ext._reduce(reduce_op, value)
@@ -191,11 +192,14 @@ class Strategy:
                 raise TypeError(f"Expected `axis` to be an integer, tuple or list not: {axis!r}")
 
             def mean_reduce_helper(v: Any) -> tuple[Any, Any]:
-                v = local_value(v)
+                local = local_value(v)
+                numer = reduce_sum(local, axis)
+                if not hasattr(v, "shape"):  # TF counts from ``v.shape`` after its reduce_sum
+                    raise AttributeError(f"'{type(v).__name__}' object has no attribute 'shape'")
                 denom = 1
-                for a in reduce_axes(v, axis):
-                    denom *= v.shape[a]
-                return reduce_sum(v, axis), np.array(denom, dtype=np.int64)
+                for a in reduce_axes(local, axis):
+                    denom *= local.shape[a]
+                return numer, np.array(denom, dtype=np.int64)
 
             numer, denom = self.run(mean_reduce_helper, args=(value,))
             numer = _arrays.as_result(ext._reduce(ReduceOp.SUM, numer))

@@ -5,6 +5,7 @@ Every expected value below is TF 2.21's output for the same program, pinned as b
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import numpy as np
@@ -75,3 +76,48 @@ def test_gather_in_range_still_concatenates() -> None:
         s.run(lambda: ds.get_replica_context().all_gather(np.array([1.0, 2.0], np.float32), 0))
     )
     assert [g.tolist() for g in got] == [[1.0, 2.0, 1.0, 2.0]] * 2  # TF 2.21
+
+
+NT = collections.namedtuple("NT", ["a", "b"])
+
+
+@pytest.mark.parametrize("config", ["M2", "default"])
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [
+        (lambda: [1.0, 2.0], "list"),
+        (lambda: [], "list"),
+        (lambda: [[1, 2], [3, 4]], "list"),
+        (lambda: (np.ones(2, np.float32), np.ones(2, np.float32)), "tuple"),
+        (lambda: NT(np.ones(2, np.float32), np.ones(2, np.float32)), "NT"),
+    ],
+)
+def test_reduce_mean_with_axis_of_a_python_value_raises_as_tf(
+    config: str, value: Any, name: str
+) -> None:
+    # TF 2.21: its mean helper reads ``v.shape`` after the reduce_sum, so a Python list, tuple
+    # or namedtuple raises AttributeError (at M2 and under the default strategy); SUM of the
+    # same values succeeds. We averaged the packed value.
+    s = _m2() if config == "M2" else ds.get_strategy()
+    for axis in (0, -1):
+        with pytest.raises(AttributeError, match=f"^'{name}' object has no attribute 'shape'$"):
+            s.reduce("MEAN", value(), axis=axis)
+    got = s.reduce("SUM", [[1, 2], [3, 4]], axis=0)
+    assert got.dtype == np.int32 and got.tolist() == ([8, 12] if config == "M2" else [4, 6])
+
+
+@pytest.mark.parametrize("op", ["SUM", "MEAN"])
+def test_reduce_with_a_list_axis_raises_as_tf(op: str) -> None:
+    # TF 2.21 looks the axis up in its per-axis function cache (a dict) first: TypeError
+    # "unhashable type: 'list'" for a list, even for an array; we reduced along it.
+    for s, expected in (
+        (_m2(), {"SUM": 6.0, "MEAN": 1.5}),
+        (ds.get_strategy(), {"SUM": 3.0, "MEAN": 1.5}),
+    ):
+        pr = s.experimental_distribute_values_from_function(
+            lambda _: np.array([1.0, 2.0], np.float32)
+        )
+        with pytest.raises(TypeError, match=r"^unhashable type: 'list'$"):
+            s.reduce(op, pr, axis=[0])
+        got = s.reduce(op, pr, axis=(0,))  # a tuple is hashable: TF reduces
+        assert got.dtype == np.float32 and got.shape == () and float(got) == expected[op]
