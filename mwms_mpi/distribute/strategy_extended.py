@@ -83,16 +83,24 @@ class StrategyExtended:
         context only.
 
         Raises:
-          ValueError: for a ``VariableAggregation`` or list as ``reduce_op``/``destinations``.
+          AssertionError: for a list or tuple as ``destinations``, then for a
+            ``VariableAggregation`` as ``reduce_op`` (TF's two ``assert``s, in TF's order,
+            before the op is parsed; TF's are bare, ours name the argument).
+          ValueError: for another ``reduce_op`` that names no ``ReduceOp``.
           RuntimeError: in replica context.
         """
         op, text = reduce_op_and_text(reduce_op)
         api = "StrategyExtended.reduce_to"
         with api_call(self._communicator, api, text, structure=of_value(value)):
             _require_cross_replica(self)
-            reduce_op = op if op is not None else _check_reduce_op(reduce_op)
             if isinstance(destinations, list | tuple):
-                raise ValueError("destinations must not be a list or tuple")
+                raise AssertionError("reduce_to: destinations must not be a list or tuple")
+            if isinstance(reduce_op, VariableAggregation):
+                raise AssertionError(
+                    f"reduce_to: reduce_op must be a ReduceOp, not a VariableAggregation: "
+                    f"{reduce_op}"
+                )
+            reduce_op = op if op is not None else _check_reduce_op(reduce_op)
             return self._reduce_to(reduce_op, value, destinations, options)
 
     def batch_reduce_to(

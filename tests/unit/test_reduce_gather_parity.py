@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mwms_mpi.distribute as ds
-from mwms_mpi import nn
+from mwms_mpi import VariableAggregation, nn
 
 
 def test_scale_regularization_loss_adds_in_tfs_order() -> None:
@@ -121,3 +121,25 @@ def test_reduce_with_a_list_axis_raises_as_tf(op: str) -> None:
             s.reduce(op, pr, axis=[0])
         got = s.reduce(op, pr, axis=(0,))  # a tuple is hashable: TF reduces
         assert got.dtype == np.float32 and got.shape == () and float(got) == expected[op]
+
+
+@pytest.mark.parametrize("config", ["M2", "default"])
+def test_reduce_to_asserts_destinations_before_the_op_as_tf(config: str) -> None:
+    # TF 2.21 (M2 and the default strategy): `assert not isinstance(destinations, (list,
+    # tuple))` then `assert not isinstance(reduce_op, VariableAggregation)`, before the op is
+    # parsed: AssertionError each time. We raised ValueError (and parsed the op first).
+    s = _m2() if config == "M2" else ds.get_strategy()
+    pr = s.experimental_distribute_values_from_function(lambda _: np.ones(2, np.float32))
+    for op, dest in (
+        ("SUM", [pr]),
+        ("SUM", (pr,)),
+        (VariableAggregation.SUM, pr),
+        (VariableAggregation.SUM, [pr]),
+        ("XX", [pr]),
+    ):
+        with pytest.raises(AssertionError):
+            s.extended.reduce_to(op, pr, dest)
+    # the default strategy's batch_reduce_to is reduce_to per pair: TF asserts there too
+    if config == "default":
+        with pytest.raises(AssertionError):
+            s.extended.batch_reduce_to("SUM", [(pr, [pr])])
