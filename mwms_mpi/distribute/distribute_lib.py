@@ -194,7 +194,9 @@ class Strategy:
             def mean_reduce_helper(v: Any) -> tuple[Any, Any]:
                 local = local_value(v)
                 numer = reduce_sum(local, axis)
-                if not hasattr(v, "shape"):  # TF counts from ``v.shape`` after its reduce_sum
+                if isinstance(v, list | tuple | dict | int | float | complex):
+                    # TF counts from ``v.shape`` after its reduce_sum: a Python value has none
+                    # (another library's array is converted, as everywhere: values/foreign.py)
                     raise AttributeError(f"'{type(v).__name__}' object has no attribute 'shape'")
                 denom = 1
                 for a in reduce_axes(local, axis):
