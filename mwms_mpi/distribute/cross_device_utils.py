@@ -220,8 +220,9 @@ def check_gather_axis(arrays: Sequence[Any], axis: int) -> None:
     """TF's collective all_gather moves ``axis`` to the front with the permutation
     ``concat([axis], range(axis), range(axis + 1, rank))``, built before its kernel runs (so
     before the dtype and shape checks): a negative axis fails in the first ``range``, an axis
-    at or past the rank (any axis of a 0-d value) in the second. One replica in all gathers
-    nothing and checks nothing (the callers' shortcut).
+    at or past the rank (any axis of a 0-d value) in the second. Only the collective gather
+    (``CollectiveAllReduce``) checks it; one replica in all gathers nothing and checks nothing
+    (the callers' shortcut), and the in-process gather is a concat (``concat_for_gather``).
 
     Raises:
       ValueError: TF's ``Range`` error, for the first replica value the permutation fails for.
@@ -245,12 +246,15 @@ def check_gather_axis(arrays: Sequence[Any], axis: int) -> None:
 def concat_for_gather(values: Sequence[Any], axis: int) -> np.ndarray:
     """This worker's replicas' values concatenated along ``axis`` (TF's checks first).
 
+    This is TF's in-process gather (``array_ops.concat``: MirroredStrategy's int32 values), so
+    a negative axis counts from the end and a bad one fails as TF's ``ConcatV2`` kernel does;
+    the collective gather checks ``check_gather_axis`` before it comes here.
+
     Raises:
-      InvalidArgumentError: if replicas' ranks or dtypes differ, or other dimensions do.
-      ValueError: for an ``axis`` TF's permutation cannot take (``check_gather_axis``).
+      InvalidArgumentError: if replicas' ranks or dtypes differ, or other dimensions do; for an
+        axis outside ``[-rank, rank)`` and for 0-d values (TF's ``ConcatOp`` messages).
     """
     arrays = [as_array(v) for v in values]
-    check_gather_axis(arrays, axis)
     first = arrays[0]
     for a in arrays[1:]:
         if a.dtype != first.dtype or a.ndim != first.ndim:
@@ -260,6 +264,21 @@ def concat_for_gather(values: Sequence[Any], axis: int) -> np.ndarray:
                 f"all_gather: replicas passed {a.dtype}{list(a.shape)} and "
                 f"{first.dtype}{list(first.shape)}: ranks and dtypes must agree",
             )
+    rank = first.ndim
+    if not (-rank <= axis < rank or (rank == 0 and axis == 0)):
+        raise errors.InvalidArgumentError(
+            None,
+            "ConcatV2",
+            f"ConcatOp : Expected concatenating dimensions in the range [{-rank}, {rank}), but "
+            f"got {axis} [Op:ConcatV2] name: concat",
+        )
+    if rank == 0:
+        raise errors.InvalidArgumentError(
+            None,
+            "ConcatV2",
+            "ConcatOp : Can't concatenate scalars (use tf.stack instead) [Op:ConcatV2] "
+            "name: concat",
+        )
     if len(arrays) == 1:
         return first
     xp = _arrays.array_module(first)  # k local GPUs: concatenated on the first replica's

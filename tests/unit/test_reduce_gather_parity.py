@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mwms_mpi.distribute as ds
-from mwms_mpi import VariableAggregation, nn
+from mwms_mpi import VariableAggregation, errors, nn
 
 
 def test_scale_regularization_loss_adds_in_tfs_order() -> None:
@@ -143,3 +143,44 @@ def test_reduce_to_asserts_destinations_before_the_op_as_tf(config: str) -> None
     if config == "default":
         with pytest.raises(AssertionError):
             s.extended.batch_reduce_to("SUM", [(pr, [pr])])
+
+
+def _concat_error(tail: str) -> str:
+    return f"ConcatOp : {tail} [Op:ConcatV2] name: concat"
+
+
+@pytest.mark.parametrize(
+    ("value", "axis", "expected"),
+    [
+        ([[1, 2], [3, 4]], -1, [[1, 2, 1, 2], [3, 4, 3, 4]]),
+        ([[1, 2], [3, 4]], -2, [[1, 2], [3, 4], [1, 2], [3, 4]]),
+        (
+            [[1, 2], [3, 4]],
+            -3,
+            "Expected concatenating dimensions in the range [-2, 2), but got -3",
+        ),
+        ([[1, 2], [3, 4]], 2, "Expected concatenating dimensions in the range [-2, 2), but got 2"),
+        (5, 0, "Can't concatenate scalars (use tf.stack instead)"),
+        ([1, 2], 1, "Expected concatenating dimensions in the range [-1, 1), but got 1"),
+    ],
+)
+def test_int32_gather_at_m2_is_tfs_in_process_concat(value: Any, axis: int, expected: Any) -> None:
+    # TF 2.21's MirroredStrategy gathers int32 values in-process (array_ops.concat, not the
+    # collective): a negative axis counts from the end, a bad one is ConcatV2's
+    # InvalidArgumentError. (The collective's Range check must not apply here.)
+    s = _m2()
+    pr = s.experimental_distribute_values_from_function(lambda _: np.array(value, np.int32))
+
+    def all_gather() -> Any:
+        return s.run(lambda: ds.get_replica_context().all_gather(np.array(value, np.int32), axis))
+
+    if isinstance(expected, str):
+        for call in (lambda: s.gather(pr, axis=axis), all_gather):
+            with pytest.raises(errors.InvalidArgumentError) as info:
+                call()
+            assert str(info.value) == _concat_error(expected)
+        return
+    got = s.gather(pr, axis=axis)
+    assert got.dtype == np.int32 and got.tolist() == expected
+    for g in s.experimental_local_results(all_gather()):
+        assert g.dtype == np.int32 and g.tolist() == expected
