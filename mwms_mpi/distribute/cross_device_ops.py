@@ -41,7 +41,7 @@ def _is_destination(destinations: Any) -> bool:
     return isinstance(
         destinations,
         DistributedValues | VariableBase | np.ndarray | np.generic | IndexedSlices | str,
-    ) or (_arrays.is_device_array(destinations) or isinstance(destinations, int | float | bool))
+    ) or _arrays.is_device_array(destinations)  # a Python number is none (TF refuses it)
 
 
 def validate_destinations(destinations: Any) -> None:
@@ -147,8 +147,9 @@ def _normalize_pairs(value_destination_pairs: Sequence[Any]) -> list[tuple[Any, 
             append(pair)  # both rules' answer for two plain arrays: the pair as it is
             continue
         plain = False
+        value = replica_value(value)  # TF converts the value before it checks destinations
         validate(destinations)
-        append((replica_value(value), destinations))
+        append((value, destinations))
     return pairs if plain else list(pairs)
 
 

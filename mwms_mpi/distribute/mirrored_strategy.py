@@ -212,8 +212,16 @@ class MirroredExtended(StrategyExtended):
     # -- reductions --------------------------------------------------------------------------
 
     def _get_cross_device_ops(self, value: Any) -> CrossDeviceOps:
-        """TF's choice: int32 values are reduced in-process, others by the replicas' ops."""
+        """TF's choice: int32 values are reduced in-process, others by the replicas' ops.
+
+        Raises:
+          AttributeError: for a Python value (a number, string, list or ``None``: TF reads
+            its ``dtype``). Another library's array is taken as an array, as everywhere.
+        """
         values = value._values if isinstance(value, DistributedValues) else (value,)
+        for v in values:
+            if v is None or isinstance(v, bool | int | float | complex | str | bytes | list):
+                raise AttributeError(f"'{type(v).__name__}' object has no attribute 'dtype'")
         if any(np.dtype(getattr(v, "dtype", None) or np.float32) == np.int32 for v in values):
             return ReductionToOneDevice()
         return self._cross_device_ops

@@ -99,10 +99,11 @@ class ReplicaContext:
           A nest of the same structure holding the reduced values (numpy arrays).
         """
         op, op_text = reduce_op_and_text(reduce_op)
-        structure, failed = "", None
+        structure, failed, sparse = "", None, False
         try:
             structure = structure_of(value)
-            flat = [v if type(v) is IndexedSlices else as_array(v) for v in nest.flatten(value)]
+            flat = [_reduce_leaf(v) for v in nest.flatten(value)]
+            sparse = any(type(v) is IndexedSlices for v in flat)
         except Exception as exc:  # any (2**70 overflows): raised in the agreement, everywhere
             flat, failed = [], exc
 
@@ -115,7 +116,10 @@ class ReplicaContext:
                 checked = op if op is not None else as_reduce_op(reduce_op)
                 return ext.batch_reduce_to(checked, [(v, v) for v in value_flat], options)
 
-        return nest.pack_sequence_as(value, self.merge_call(batch_all_reduce, args=flat))
+        reduced = self.merge_call(batch_all_reduce, args=flat)
+        if not sparse:  # TF's custom_gradient wrapper returns tensors (identities)
+            reduced = [as_array(r) if _python_leaf(r) else r for r in reduced]
+        return nest.pack_sequence_as(value, reduced)
 
     def _update(
         self,
@@ -165,3 +169,21 @@ class DefaultReplicaContext(ReplicaContext):
     def replica_id_in_sync_group(self) -> int:
         """``0``, a Python int (TF's ``_DefaultReplicaContext``)."""
         return 0
+
+
+def _python_leaf(value: Any) -> bool:
+    """A leaf TF's ``all_reduce`` hands to ``batch_reduce_to`` unconverted: a Python number,
+    string or ``None`` (not a tensor, so TF's ``_batch_reduce_destination`` is the value)."""
+    return value is None or isinstance(value, bool | int | float | complex | str | bytes)
+
+
+def _reduce_leaf(value: Any) -> Any:
+    """One leaf of ``all_reduce`` as ``batch_reduce_to`` receives it. TF converts nothing
+    there: a Python leaf reaches the strategy as it is, so MirroredStrategy fails reading its
+    ``dtype`` (AttributeError), MultiWorkerMirroredStrategy refuses it as a destination
+    (ValueError) and the default strategy returns it (converted after, as TF's gradient
+    wrapper converts it). Arrays, variables and other libraries' arrays are converted here,
+    where every API takes values in (``as_array``); ``IndexedSlices`` pass."""
+    if type(value) is IndexedSlices or _python_leaf(value):
+        return value
+    return as_array(value)

@@ -127,7 +127,8 @@ def test_replica_all_reduce_on_nests(strategy: Any, bytes_per_pack: int) -> None
     def fn() -> Any:
         ctx = ds.get_replica_context()
         r = _rid()
-        nested = {"a": 1.0, "b": [np.arange(3, dtype=np.float64) * r, (np.int64(r),)]}
+        # "a" is an array: TF 2.21 refuses a Python number here (test_reduce_python_values.py)
+        nested = {"a": np.float32(1.0), "b": [np.arange(3, dtype=np.float64) * r, (np.int64(r),)]}
         return ctx.all_reduce("sum", nested, options), ctx.all_reduce("mean", np.float32(r))
 
     for total, mean in zip(

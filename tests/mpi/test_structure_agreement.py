@@ -158,11 +158,12 @@ def test_a_none_leaf_on_one_rank(strategy: Any, test_comm: Any) -> None:
 
 def test_a_leaf_that_does_not_convert_on_one_rank(strategy: Any, test_comm: Any) -> None:
     # 2**70 does not convert (TF's ValueError; it was an OverflowError, which once escaped
-    # before the agreement, leaving the other ranks in their all-reduce).
+    # before the agreement, leaving the other ranks in their all-reduce). The other ranks pass
+    # an array: TF refuses any Python number in all_reduce (test_reduce_python_values.py).
     odd = odd_rank()
 
     def fn() -> Any:
-        return _ctx().all_reduce("SUM", [np.ones(2, np.int32), 2**70 if odd else 3])
+        return _ctx().all_reduce("SUM", [np.ones(2, np.int32), 2**70 if odd else np.int32(3)])
 
     own = ValueError if odd else None
     _raises_naming(strategy, test_comm, lambda: strategy.run(fn), [], own=own)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mwms_mpi.distribute as ds
-from mwms_mpi import VariableAggregation, errors, nn
+from mwms_mpi import IndexedSlices, VariableAggregation, errors, nn
 
 
 def test_scale_regularization_loss_adds_in_tfs_order() -> None:
@@ -184,3 +184,50 @@ def test_int32_gather_at_m2_is_tfs_in_process_concat(value: Any, axis: int, expe
     assert got.dtype == np.int32 and got.tolist() == expected
     for g in s.experimental_local_results(all_gather()):
         assert g.dtype == np.int32 and g.tolist() == expected
+
+
+_NOT_A_DESTINATION = (
+    "destinations must be one of a `DistributedValues` object, a tf.Variable object, or a device "
+    "string."
+)
+
+
+@pytest.mark.parametrize(
+    ("leaf", "name"), [(1.5, "float"), (2, "int"), ([1.0, 2], "float"), (None, "NoneType")]
+)
+def test_all_reduce_of_python_values_at_m2_reads_their_dtype_as_tf(leaf: Any, name: str) -> None:
+    # TF 2.21: ReplicaContext.all_reduce hands Python leaves to batch_reduce_to unconverted and
+    # MirroredStrategy reads their dtype: AttributeError. We converted and reduced them
+    # (1.5 -> SUM 3.0), or raised a conversion ValueError for None.
+    s = _m2()
+    for op in ("SUM", "MEAN"):
+        with pytest.raises(AttributeError, match=f"^'{name}' object has no attribute 'dtype'$"):
+            s.run(lambda op=op: ds.get_replica_context().all_reduce(op, leaf))
+
+
+def test_all_reduce_of_python_values_under_the_default_strategy_converts_as_tf() -> None:
+    # TF 2.21: the default strategy returns each value, which TF's gradient wrapper makes a
+    # tensor: float32 1.5, int32 2; with an IndexedSlices in the nest (no wrapper) the Python
+    # number comes back as it is.
+    s = ds.get_strategy()
+    got = s.run(lambda: ds.get_replica_context().all_reduce("SUM", (1.5, 2)))
+    assert [(g.dtype, g.tolist()) for g in got] == [(np.float32, 1.5), (np.int32, 2)]
+    isl = IndexedSlices(np.ones((1, 2), np.float32), np.array([0]), np.array([2, 2]))
+    got = s.run(lambda: ds.get_replica_context().all_reduce("SUM", (1.5, isl)))
+    assert type(got[0]) is float and got[0] == 1.5
+
+
+@pytest.mark.parametrize("op", ["SUM", "MEAN"])
+def test_a_python_number_is_no_destination_as_in_tf(op: str) -> None:
+    # TF 2.21 (MirroredStrategy over two CPUs): validate_destinations refuses a Python number;
+    # we took it as a destination.
+    s = _m2()
+    one = np.array(1.5, np.float32)
+    with pytest.raises(ValueError) as info:
+        s.extended.batch_reduce_to(op, [(one, 1.5)])
+    assert str(info.value) == _NOT_A_DESTINATION
+    with pytest.raises(ValueError) as info:
+        s.extended.broadcast_to(one, 1.5)
+    assert str(info.value) == _NOT_A_DESTINATION
+    with pytest.raises(AttributeError, match=r"^'float' object has no attribute 'dtype'$"):
+        s.extended.batch_reduce_to(op, [(1.5, 1.5)])  # the value's dtype is read first
