@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _context, errors
+from mwms_mpi._constant import tf_api_dtype_name
 from mwms_mpi._tf_sum import reduce_sum_all
 from mwms_mpi.values.convert import as_array, truediv, truediv_dtype
 from mwms_mpi.values.foreign import array_namespace
@@ -147,10 +148,14 @@ def _check_global_batch_size(batch: np.ndarray) -> None:
       ValueError: for a non-scalar; TypeError: for a non-integer; InvalidArgumentError: < 0.
     """
     if batch.ndim:
-        raise ValueError("global_batch_size must be scalar.")
+        raise ValueError(
+            "global_batch_size must be scalar..  Expected scalar shape, saw shape: "
+            f"{tuple(batch.shape)}."
+        )
     if batch.dtype.kind not in "iu":
         raise TypeError(
-            f"global_batch_size must be an integer. Expected integer, got {batch.dtype.name}"
+            'global_batch_size must be an integer..  Expected "x" to be integer type.  Found: '
+            f"tensor of dtype <dtype: '{tf_api_dtype_name(batch.dtype)}'>"
         )
     if batch < 0:
         raise errors.InvalidArgumentError(

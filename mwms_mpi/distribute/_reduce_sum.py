@@ -35,7 +35,9 @@ def reduce_sum(v: Any, axis: Any) -> Any:
     """
     if v.dtype.kind == "b":
         raise TypeError(
-            "Value passed to parameter 'input' has DataType bool not in list of allowed values"
+            "Value passed to parameter 'input' has DataType bool not in list of allowed values: "
+            "float32, float64, int32, uint8, int16, int8, complex64, int64, qint8, quint8, "
+            "qint32, bfloat16, qint16, quint16, uint16, complex128, float16, uint32, uint64"
         )
     axes = reduce_axes(v, axis)
     if len(set(axes)) == v.ndim:  # every axis: TF's addition order, so TF's last bits

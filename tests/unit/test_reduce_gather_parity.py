@@ -231,3 +231,42 @@ def test_a_python_number_is_no_destination_as_in_tf(op: str) -> None:
     assert str(info.value) == _NOT_A_DESTINATION
     with pytest.raises(AttributeError, match=r"^'float' object has no attribute 'dtype'$"):
         s.extended.batch_reduce_to(op, [(1.5, 1.5)])  # the value's dtype is read first
+
+
+@pytest.mark.parametrize(
+    ("batch", "error", "message"),
+    [
+        (8.0, TypeError, "float32"),
+        (np.float64(8), TypeError, "float64"),
+        (np.array(8, np.float16), TypeError, "float16"),
+        (True, TypeError, "bool"),
+        (np.array([8]), ValueError, None),
+    ],
+)
+def test_global_batch_size_errors_say_what_tf_says(batch: Any, error: Any, message: Any) -> None:
+    # TF 2.21's assert_integer / assert_scalar messages (ours were shorter)
+    if message is None:
+        expected = "global_batch_size must be scalar..  Expected scalar shape, saw shape: (1,)."
+    else:
+        expected = (
+            'global_batch_size must be an integer..  Expected "x" to be integer type.  Found: '
+            f"tensor of dtype <dtype: '{message}'>"
+        )
+    with pytest.raises(error) as info:
+        nn.compute_average_loss(np.array([1.0, 2.0], np.float32), global_batch_size=batch)
+    assert str(info.value) == expected
+
+
+def test_reduce_with_axis_of_bools_names_tfs_allowed_dtypes() -> None:
+    # TF 2.21: the TypeError of reduce_sum's op definition, before any axis check
+    allowed = (
+        "float32, float64, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, "
+        "bfloat16, qint16, quint16, uint16, complex128, float16, uint32, uint64"
+    )
+    for axis in (0, 5):
+        with pytest.raises(TypeError) as info:
+            ds.get_strategy().reduce("SUM", np.array([True]), axis=axis)
+        assert str(info.value) == (
+            f"Value passed to parameter 'input' has DataType bool not in list of allowed "
+            f"values: {allowed}"
+        )
