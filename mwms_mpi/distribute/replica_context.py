@@ -147,7 +147,7 @@ class ReplicaContext:
             flat = nest.flatten(value)
             if any(isinstance(v, IndexedSlices) for v in flat):
                 raise NotImplementedError("all_gather does not support IndexedSlices")
-            flat = [as_array(v) for v in flat]
+            flat = [_reduce_leaf(v) for v in flat]
         except Exception as exc:  # any: raised in the agreement, on every worker
             flat, failed = [], exc
 
@@ -159,7 +159,10 @@ class ReplicaContext:
                     raise failed
                 return [ext._gather_to(v, v, axis, options) for v in value_flat]
 
-        return nest.pack_sequence_as(value, self.merge_call(batch_all_gather, args=flat))
+        gathered = self.merge_call(batch_all_gather, args=flat)
+        # TF's custom_gradient wrapper returns tensors (identities), as for all_reduce
+        gathered = [as_array(g) if _python_leaf(g) else g for g in gathered]
+        return nest.pack_sequence_as(value, gathered)
 
 
 class DefaultReplicaContext(ReplicaContext):
@@ -178,12 +181,14 @@ def _python_leaf(value: Any) -> bool:
 
 
 def _reduce_leaf(value: Any) -> Any:
-    """One leaf of ``all_reduce`` as ``batch_reduce_to`` receives it. TF converts nothing
-    there: a Python leaf reaches the strategy as it is, so MirroredStrategy fails reading its
-    ``dtype`` (AttributeError), MultiWorkerMirroredStrategy refuses it as a destination
-    (ValueError) and the default strategy returns it (converted after, as TF's gradient
-    wrapper converts it). Arrays, variables and other libraries' arrays are converted here,
-    where every API takes values in (``as_array``); ``IndexedSlices`` pass."""
+    """One leaf of ``all_reduce`` (``all_gather``) as ``batch_reduce_to`` (``_gather_to``)
+    receives it. TF converts nothing there: a Python leaf reaches the strategy as it is, so
+    MirroredStrategy fails reading its ``dtype`` in a reduction (AttributeError) and returns
+    one that every replica passed (the same object: TF's regroup keeps it unwrapped) from a
+    gather, MultiWorkerMirroredStrategy refuses it as a destination (ValueError) and the
+    default strategy returns it (converted after, as TF's gradient wrapper converts it).
+    Arrays, variables and other libraries' arrays are converted here, where every API takes
+    values in (``as_array``); ``IndexedSlices`` pass."""
     if type(value) is IndexedSlices or _python_leaf(value):
         return value
     return as_array(value)

@@ -42,3 +42,11 @@ def test_a_python_number_is_no_destination(strategy: Any, op: str) -> None:
         with pytest.raises(ValueError) as info:
             call()
         assert str(info.value) == _NOT_A_DESTINATION
+
+
+@pytest.mark.parametrize("leaf", [1.5, 3, [1.0, 2]])
+def test_all_gather_of_a_python_number_is_refused(strategy: Any, leaf: Any) -> None:
+    # TF 2.21 (one worker): the number is its own destination, which TF's gather refuses
+    with pytest.raises(ValueError) as info:
+        strategy.run(lambda: ds.get_replica_context().all_gather(leaf, 0))
+    assert str(info.value) == _NOT_A_DESTINATION

@@ -270,3 +270,27 @@ def test_reduce_with_axis_of_bools_names_tfs_allowed_dtypes() -> None:
             f"Value passed to parameter 'input' has DataType bool not in list of allowed "
             f"values: {allowed}"
         )
+
+
+def test_all_gather_of_python_numbers_as_tf() -> None:
+    # TF 2.21 at M2: a Python number every replica passes is one object, which TF's regroup
+    # keeps unwrapped and its gather returns (a float32 tensor after its gradient wrapper);
+    # numbers that differ per replica become a PerReplica whose dtype MirroredStrategy reads:
+    # AttributeError. The default strategy converts them. We gathered 0-d arrays (TF's Range
+    # error) instead.
+    s = _m2()
+    got = s.experimental_local_results(
+        s.run(lambda: ds.get_replica_context().all_gather([1.5, 3], 0))
+    )
+    assert [[(x.dtype, x.tolist()) for x in g] for g in got] == [
+        [(np.float32, 1.5), (np.int32, 3)]
+    ] * 2
+
+    def per_replica() -> Any:
+        ctx = ds.get_replica_context()
+        return ctx.all_gather(float(ctx.replica_id_in_sync_group), 0)
+
+    with pytest.raises(AttributeError, match=r"^'float' object has no attribute 'dtype'$"):
+        s.run(per_replica)
+    got = ds.get_strategy().run(lambda: ds.get_replica_context().all_gather(1.5, 0))
+    assert got.dtype == np.float32 and got.tolist() == 1.5
