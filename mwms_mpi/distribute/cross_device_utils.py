@@ -159,11 +159,44 @@ def local_concat(values: Sequence[Any]) -> IndexedSlices:
             xp.ascontiguousarray(first.indices),
             first.dense_shape,
         )
+    parts = [_arrays.like(xp.asarray(s.values), first.values) for s in values]
+    check_concat(parts)
     return IndexedSlices(
-        xp.concatenate([_arrays.like(xp.asarray(s.values), first.values) for s in values]),
+        xp.concatenate(parts),
         xp.concatenate([_arrays.like(xp.asarray(s.indices), first.indices) for s in values]),
         first.dense_shape,
     )
+
+
+def check_concat(arrays: Sequence[Any], axis: int = 0) -> None:
+    """TF's ``ConcatV2`` checks of the in-process concat (numpy would promote dtypes, and its
+    errors are ``ValueError``s): one dtype, one rank, equal dimensions but ``axis``.
+
+    Raises:
+      InvalidArgumentError: with TF's message, for the first array that differs from the first.
+    """
+    first = arrays[0]
+
+    def fail(text: str) -> errors.InvalidArgumentError:
+        return errors.InvalidArgumentError(None, "ConcatV2", f"{text} [Op:ConcatV2] name: concat")
+
+    for i, a in enumerate(arrays[1:], 1):
+        shapes = f"shape[0] = {_dims(first)} vs. shape[{i}] = {_dims(a)}"
+        if a.dtype != first.dtype:
+            raise fail(
+                f"cannot compute ConcatV2 as input #{i}(zero-based) was expected to be a "
+                f"{tf_dtype_name(first.dtype)} tensor but is a {tf_dtype_name(a.dtype)} tensor"
+            )
+        if a.ndim != first.ndim:
+            raise fail(f"ConcatOp : Ranks of all input tensors should match: {shapes}")
+        for d in range(first.ndim):
+            if d != axis % first.ndim and a.shape[d] != first.shape[d]:
+                raise fail(f"ConcatOp : Dimension {d} in both shapes must be equal: {shapes}")
+
+
+def _dims(array: Any) -> str:
+    """A shape as TF's messages write it: ``[3,4]``."""
+    return "[" + ",".join(str(d) for d in array.shape) + "]"
 
 
 def mean_divisors(reduce_op: ReduceOp, dtype: Any, n: int) -> tuple[int, int | None]:

@@ -294,3 +294,46 @@ def test_all_gather_of_python_numbers_as_tf() -> None:
         s.run(per_replica)
     got = ds.get_strategy().run(lambda: ds.get_replica_context().all_gather(1.5, 0))
     assert got.dtype == np.float32 and got.tolist() == 1.5
+
+
+@pytest.mark.parametrize(
+    ("shapes", "dtypes", "message"),
+    [
+        (
+            [(1, 1), (1,)],
+            [np.int32, np.int32],
+            "ConcatOp : Ranks of all input tensors should match: shape[0] = [1,1] vs. "
+            "shape[1] = [1]",
+        ),
+        (
+            [(1, 2), (1, 3)],
+            [np.int32, np.int32],
+            "ConcatOp : Dimension 1 in both shapes must be equal: shape[0] = [1,2] vs. "
+            "shape[1] = [1,3]",
+        ),
+        (
+            [(1, 2), (1, 2)],
+            [np.int32, np.int64],
+            "cannot compute ConcatV2 as input #1(zero-based) was expected to be a int32 tensor "
+            "but is a int64 tensor",
+        ),
+    ],
+)
+def test_sparse_int32_all_reduce_at_m2_fails_as_tfs_concat(
+    shapes: Any, dtypes: Any, message: str
+) -> None:
+    # TF 2.21 (M2): MirroredStrategy concatenates int32 IndexedSlices in-process; replicas'
+    # slices that do not concatenate raise ConcatV2's InvalidArgumentError. Ours raised numpy's
+    # ValueError (ranks, dimensions) or promoted the dtype.
+    s = _m2()
+
+    def fn() -> Any:
+        ctx = ds.get_replica_context()
+        r = int(ctx.replica_id_in_sync_group)
+        values = np.ones(shapes[r], dtypes[r])
+        isl = IndexedSlices(values, np.arange(1), np.array([4, *shapes[r][1:]]))
+        return ctx.all_reduce("SUM", isl)
+
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        s.run(fn)
+    assert str(info.value) == f"{message} [Op:ConcatV2] name: concat"
