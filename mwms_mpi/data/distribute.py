@@ -118,7 +118,9 @@ def auto_shard_dataset(
     * ``AUTO`` and ``DATA`` (mwms_mpi datasets read no files, so AUTO falls back to DATA):
       a ``rebatch`` at the end (below trailing prefetches) becomes a legacy rebatch over
       ``num_replicas_in_sync`` and ``shard(num_shards, index)`` is added there.
-    * ``FILE``: iterating fails with ``NotFoundError`` (no file-reading source).
+    * ``FILE``: iterating fails with ``NotFoundError`` (no file-reading source), except at one
+      shard, index 0, where TF's ``AutoShard`` optimisation applies no policy at all (its
+      ``OptimizeGraph`` skips FILE there): the dataset unchanged.
     * ``HINT``: unchanged (there are no ``SHARD_HINT`` placeholders).
 
     Args:
@@ -132,6 +134,8 @@ def auto_shard_dataset(
     """
     policy = dataset.options().experimental_distribute.auto_shard_policy
     if policy in (AutoShardPolicy.OFF, AutoShardPolicy.HINT):
+        return dataset
+    if policy == AutoShardPolicy.FILE and num_shards == 1 and index == 0:
         return dataset
     node = dataset._node
     if policy == AutoShardPolicy.FILE:

@@ -14,7 +14,8 @@ import pytest
 
 import mwms_mpi.distribute as ds
 from mwms_mpi import errors
-from mwms_mpi.data import Dataset, TensorSpec
+from mwms_mpi.data import Dataset, Options, TensorSpec
+from mwms_mpi.data.experimental import AutoShardPolicy
 from mwms_mpi.distribute.input_lib import (
     DistributedDatasetsFromFunction,
     Optional,
@@ -213,3 +214,22 @@ def test_specs_and_optional_pieces() -> None:
         PerReplicaSpec(TensorSpec((2,), np.float64), TensorSpec((1,), np.float64)),
     )
     assert not Optional.empty(spec).has_value() and Optional.empty(spec).element_spec == spec
+
+
+def test_file_policy_at_one_worker_shards_nothing(ms2: Any) -> None:
+    # TF's AutoShard skips FILE at one worker, index 0 (auto_shard.cc's OptimizeGraph), so a
+    # range() source does not fail and the rebatch is not made a legacy one. TF 2.21, M2:
+    # `range(7).batch(3)` FILE: [[[0, 1], [2]], [[3, 4], [5]], [[6], []]];
+    # `range(10).batch(4).rebatch(3)` FILE: [[[0, 1], [2]], [[3, 4], [5]], [[6, 7], [8]],
+    # [[9], []]]
+    options = Options()
+    options.experimental_distribute.auto_shard_policy = AutoShardPolicy.FILE
+    dist = ms2.experimental_distribute_dataset(Dataset.range(7).batch(3).with_options(options))
+    assert _steps(ms2, dist) == [[[0, 1], [2]], [[3, 4], [5]], [[6], []]]
+    rebatched = Dataset.range(10).batch(4).rebatch(3).with_options(options)
+    assert _steps(ms2, ms2.experimental_distribute_dataset(rebatched)) == [
+        [[0, 1], [2]],
+        [[3, 4], [5]],
+        [[6, 7], [8]],
+        [[9], []],
+    ]
