@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mwms_mpi import errors
+from mwms_mpi.data._optional import Optional
 
 
 class OwnedIterator:
@@ -36,3 +37,14 @@ class OwnedIterator:
             return next(self._elements)
         except StopIteration:
             raise errors.OutOfRangeError(None, "IteratorGetNext", "End of sequence") from None
+
+    def get_next_as_optional(self) -> Optional:
+        """Returns the next element as an ``Optional``, empty at the end of the sequence.
+
+        Its ``element_spec`` is the iterator's, not the value's, as TF's (the default
+        strategy's distributed iterator is this one).
+        """
+        try:
+            return Optional(next(self._elements), True, self._element_spec)
+        except StopIteration:
+            return Optional.empty(self._element_spec)

@@ -233,3 +233,24 @@ def test_file_policy_at_one_worker_shards_nothing(ms2: Any) -> None:
         [[6, 7], [8]],
         [[9], []],
     ]
+
+
+def test_default_strategy_iterator_get_next_as_optional() -> None:
+    # The default strategy distributes a dataset as itself; TF 2.21's iterator of it has
+    # get_next_as_optional, whose spec is the iterator's (TF: `_OptionalImpl True
+    # TensorSpec(shape=(None,), dtype=tf.int64, name=None) [0, 1]`, `... True ... [2]`, then
+    # `False TensorSpec(shape=(None,), ...)` twice, get_value: InvalidArgumentError 'The given
+    # optional does not have a value.', next(): StopIteration).
+    strategy = ds.get_strategy()
+    it = iter(strategy.experimental_distribute_dataset(Dataset.range(3).batch(2)))
+    spec = TensorSpec((None,), np.int64)
+    values = []
+    for _ in range(4):
+        optional = it.get_next_as_optional()
+        assert optional.element_spec == spec
+        values.append(optional.get_value().tolist() if optional.has_value() else None)
+    assert values == [[0, 1], [2], None, None]
+    with pytest.raises(errors.InvalidArgumentError, match="does not have a value"):
+        optional.get_value()
+    with pytest.raises(StopIteration):
+        next(it)
