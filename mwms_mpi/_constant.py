@@ -365,6 +365,11 @@ def tf_api_dtype_name(dtype: Any) -> str:
     return "string" if dtype.kind in "SU" else dtype.name
 
 
+def tf_shape_string(shape: Any) -> str:
+    """A shape as TF's op messages write it (``TensorShape::DebugString``): ``[3,2]``, ``[]``."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
 def tf_dtype_name(dtype: Any) -> str:
     """A numpy dtype by TF's kernel name for it (``DataTypeString``), as TF's op messages say:
     ``float32`` is ``float``, ``float64`` ``double``, ``float16`` ``half``, bytes and unicode

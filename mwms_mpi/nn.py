@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _context, errors
-from mwms_mpi._constant import tf_api_dtype_name
+from mwms_mpi._constant import tf_api_dtype_name, tf_shape_string
 from mwms_mpi._tf_sum import reduce_sum_all
 from mwms_mpi.values.convert import as_array, truediv, truediv_dtype
 from mwms_mpi.values.foreign import array_namespace
@@ -73,7 +73,7 @@ def _scale_by_sample_weight(losses: np.ndarray, sample_weight: Any) -> np.ndarra
 
 def _dims(array: np.ndarray) -> str:
     """A shape as TF's messages write it: ``[3,4]``."""
-    return "[" + ",".join(str(d) for d in array.shape) + "]"
+    return tf_shape_string(array.shape)
 
 
 def compute_average_loss(

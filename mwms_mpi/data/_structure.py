@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors, nest
-from mwms_mpi._constant import to_array
+from mwms_mpi._constant import tf_shape_string, to_array
 from mwms_mpi.data.tensor_spec import TensorSpec
 
 
@@ -131,8 +131,8 @@ def stack(elements: Sequence[Any]) -> Any:
                     None,
                     "BatchDatasetV2",
                     f"Cannot batch tensors with different shapes in component {index}. First "
-                    f"element had shape {list(first)} and element {position} had shape "
-                    f"{list(array.shape)}.",
+                    f"element had shape {tf_shape_string(first)} and element {position} had "
+                    f"shape {tf_shape_string(array.shape)}.",
                 )
         stacked.append(np.stack(column))
     return nest.pack_sequence_as(elements[0], stacked)

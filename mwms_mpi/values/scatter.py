@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
-from mwms_mpi._constant import tf_dtype_name
+from mwms_mpi._constant import tf_dtype_name, tf_shape_string
 from mwms_mpi.values.convert import as_array, convert_to_dtype
 from mwms_mpi.values.indexed_slices import IndexedSlices
 
@@ -37,9 +37,7 @@ _OPS = {
 }
 
 
-def tf_shape(shape: tuple[int, ...]) -> str:
-    """TF's ``TensorShape::DebugString``: ``[3,2]``, ``[]``."""
-    return "[" + ",".join(str(d) for d in shape) + "]"
+tf_shape = tf_shape_string  # TF's ``TensorShape::DebugString``: ``[3,2]``, ``[]``
 
 
 def _slice(shape: tuple[int, ...], flat: int) -> str:

@@ -254,3 +254,17 @@ def test_default_strategy_iterator_get_next_as_optional() -> None:
         optional.get_value()
     with pytest.raises(StopIteration):
         next(it)
+
+
+def test_batch_shape_error_message_through_the_distributed_iterator(ms2: Any) -> None:
+    # TF 2.21 writes the shapes without spaces: `InvalidArgumentError 'Cannot batch tensors with
+    # different shapes in component 0. First element had shape [3,2] and element 1 had shape
+    # [1,2].'`
+    rows = Dataset.from_tensor_slices(np.zeros((4, 2), np.float32)).batch(3)
+    dist = ms2.experimental_distribute_dataset(rows.batch(2))
+    with pytest.raises(errors.InvalidArgumentError) as raised:
+        next(iter(dist))
+    assert str(raised.value) == (
+        "Cannot batch tensors with different shapes in component 0. First element had shape "
+        "[3,2] and element 1 had shape [1,2]."
+    )
