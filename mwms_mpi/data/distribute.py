@@ -117,7 +117,8 @@ def auto_shard_dataset(
     * ``OFF``: the dataset unchanged.
     * ``AUTO`` and ``DATA`` (mwms_mpi datasets read no files, so AUTO falls back to DATA):
       a ``rebatch`` at the end (below trailing prefetches) becomes a legacy rebatch over
-      ``num_replicas_in_sync`` and ``shard(num_shards, index)`` is added there.
+      ``num_replicas_in_sync`` and ``shard(num_shards, index)`` is added there; the result
+      keeps the input's ``element_spec``, as TF's ``_AutoShardDataset`` does.
     * ``FILE``: iterating fails with ``NotFoundError`` (no file-reading source), except at one
       shard, index 0, where TF's ``AutoShard`` optimisation applies no policy at all (its
       ``OptimizeGraph`` skips FILE there): the dataset unchanged.
@@ -149,7 +150,8 @@ def auto_shard_dataset(
         )
         return dataset._then(_pipeline.Fail(node, error))
     replicas = 1 if num_replicas_in_sync is None else num_replicas_in_sync
-    return dataset._then(_shard_by_data(node, num_shards, index, replicas))
+    sharded = _shard_by_data(node, num_shards, index, replicas)
+    return dataset._then(_pipeline.KeepSpec(sharded, dataset.element_spec))
 
 
 def dataset_for_worker(

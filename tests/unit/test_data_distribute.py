@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from mwms_mpi import errors
-from mwms_mpi.data import Dataset, Options
+from mwms_mpi.data import Dataset, Options, TensorSpec
 from mwms_mpi.data import distribute as dd
 from mwms_mpi.data.experimental import AutoShardPolicy
 
@@ -275,3 +275,15 @@ def test_replicas_not_divisible_by_workers() -> None:
     # TF's ValueError from _make_rebatch_fn
     with pytest.raises(ValueError, match=r"`num_replicas_in_sync` \(3\) that cannot be divided"):
         dd.dataset_for_worker(Dataset.range(8).batch(4), 2, 0, 3)
+
+
+def test_auto_shard_keeps_the_input_spec() -> None:
+    # TF's _AutoShardDataset reports its input's element_spec, whatever the rewrite: a user's
+    # rebatch made a legacy one keeps the rebatch's spec. TF 2.21, MultiWorkerMirroredStrategy
+    # at one worker, `from_tensors(zeros(16)).rebatch([1, 1, 2], drop_remainder=True)`:
+    # dataset and distributed spec TensorSpec(shape=(None,), dtype=tf.float64), one element
+    # of shape [16].
+    dataset = Dataset.from_tensors(np.zeros(16)).rebatch([1, 1, 2], drop_remainder=True)
+    sharded = dd.auto_shard_dataset(dataset, 1, 0, 1)
+    assert sharded.element_spec == TensorSpec((None,), np.float64) == dataset.element_spec
+    assert [x.shape for x in sharded] == [(16,)]
