@@ -132,8 +132,10 @@ class DistributedIterator:
 
     @property
     def element_spec(self) -> Any:
-        """The type specification of an element of this iterator."""
-        return self._element_spec
+        """The type specification of an element of this iterator (TF's: the batch dimension
+        ``None`` with partial batches across workers; its empty optionals keep the static
+        spec, as TF's ``Optional.empty(self._element_spec)``)."""
+        return _as_reported(self._element_spec, self._input_workers, self._partial_batches)
 
     def __iter__(self) -> DistributedIterator:
         return self
@@ -256,9 +258,7 @@ class DistributedDataset:
         if input_workers.always_wrap():
             k = input_workers.num_local_replicas
             spec = nest.map_structure(lambda s: PerReplicaSpec(*[s] * k), local_spec)
-        if partial_batches and input_workers.multi_worker:
-            spec = nest.map_structure(_rebatch_spec, spec)
-        self._element_spec = spec
+        self._element_spec = spec  # static; ``element_spec`` reports it (_as_reported)
 
     def __iter__(self) -> DistributedIterator:
         pipelines = [(iter(ds), count, ds.element_spec) for ds, count in self._datasets]
@@ -282,7 +282,7 @@ class DistributedDataset:
         local replica, or more than one worker); the batch dimension is ``None`` when
         partial batches may be produced across workers.
         """
-        return self._element_spec
+        return _as_reported(self._element_spec, self._input_workers, self._partial_batches)
 
     @property
     def cardinality(self) -> np.int64:
@@ -306,6 +306,16 @@ class DistributedDataset:
             state = reduce_fn(state, optional.get_value())
             optional = iterator.get_next_as_optional()
         return state
+
+
+def _as_reported(spec: Any, input_workers: InputWorkers, partial_batches: bool) -> Any:
+    """The ``element_spec`` a distributed dataset or iterator reports: with partial batch
+    handling across workers, the batch dimension ``None`` (a replica may get an empty batch);
+    TF computes it from the static spec on every read, and hands the static one to
+    ``Optional.empty``."""
+    if partial_batches and input_workers.multi_worker:
+        return nest.map_structure(_rebatch_spec, spec)
+    return spec
 
 
 def _rebatch_spec(spec: Any) -> Any:

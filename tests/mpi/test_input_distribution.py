@@ -379,3 +379,27 @@ def test_input_options_as_tf(strategy: Any) -> None:
         for x in strategy.distribute_datasets_from_function(lambda ctx: dataset, no_fetch)
     ]
     assert [v.tolist() for v in got[0]] == [[0, 1], [2, 3]][: len(got[0])]
+
+
+def test_empty_optional_keeps_the_static_spec(strategy: Any) -> None:
+    # TF reports the batch dimension None with partial batches across workers (element_spec
+    # of the dataset and the iterator), but the empty optional at the end carries the static
+    # spec (input_lib.py: Optional.empty(self._element_spec)). TF 2.21, 2 workers x 1 CPU,
+    # distribute_datasets_from_function(range(10).batch(3, drop_remainder=True)): element_spec
+    # PerReplicaSpec(TensorSpec(shape=(None,), dtype=tf.int64)), the empty optional's
+    # PerReplicaSpec(TensorSpec(shape=(3,), dtype=tf.int64)).
+    _, workers, k = _shape(strategy)
+    dist = strategy.distribute_datasets_from_function(
+        lambda _: Dataset.range(10).batch(3, drop_remainder=True)
+    )
+    iterator = iter(dist)
+    while (optional := iterator.get_next_as_optional()).has_value():
+        pass
+    static = TensorSpec((3,), np.int64)
+    dynamic = TensorSpec((None,), np.int64) if workers > 1 else static
+
+    def wrap(spec: TensorSpec) -> Any:
+        return PerReplicaSpec(*[spec] * k) if workers * k > 1 else spec
+
+    assert dist.element_spec == iterator.element_spec == wrap(dynamic)
+    assert optional.element_spec == wrap(static)
