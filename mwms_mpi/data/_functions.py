@@ -18,6 +18,8 @@ class Map(Node):
     """``map_func`` on every element. Its spec is inferred when the map is made, as TF traces
     the function then, so a function returning no tensor fails at ``map`` as in TF."""
 
+    fuses_into_batch = True  # TF's map_and_batch_fusion: Batch stacks as MapAndBatchDataset
+
     def __init__(self, node: Node, func: Callable[..., Any]) -> None:
         self.inputs = (node,)
         self.func = func

@@ -28,6 +28,8 @@ class Node:
     # compute_batch_size takes its inputs' batch size where they all agree (TF's multiple-input
     # ops: zip, concatenate)
     joins_batches = False
+    # A ``batch`` right after it stacks as TF's fused MapAndBatchDataset (a ``map``)
+    fuses_into_batch = False
 
     def element_spec(self) -> Any:
         return self.inputs[0].element_spec()
@@ -150,14 +152,16 @@ class Batch(Node):
         if source is not None:
             yield from self._gathered(*source)
             return
+        fused = self.inputs[0].fuses_into_batch  # TF's map_and_batch_fusion
+        stack = _structure.copy_into_batch if fused else _structure.stack
         pending: list[Any] = []
         for element in self.inputs[0].iterate(peek):
             pending.append(element)
             if len(pending) == self.batch_size:
-                yield _structure.stack(pending)
+                yield stack(pending)
                 pending = []
         if pending and not self.drop_remainder:
-            yield _structure.stack(pending)
+            yield stack(pending)
 
     def _gathered(self, element: Any, indices: Iterator[int]) -> Iterator[Any]:
         """The batches of rows ``indices`` of ``element``: what stacking those rows gives (fresh

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections.abc as abc
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -135,6 +136,34 @@ def stack(elements: Sequence[Any]) -> Any:
                     f"shape {tf_shape_string(array.shape)}.",
                 )
         stacked.append(np.stack(column))
+    return nest.pack_sequence_as(elements[0], stacked)
+
+
+def copy_into_batch(elements: Sequence[Any]) -> Any:
+    """Stacks what a ``map`` hands to a ``batch``, as TF's fused ``MapAndBatchDataset`` (TF's
+    ``map_and_batch_fusion``, on by default, rewrites ``map(f).batch(n)`` into it): each
+    component of each element is copied into the slot of the first element's shape when it has
+    as many elements (so ``[3,2]`` after ``[2,3]`` comes back reshaped), element by element.
+
+    Raises:
+      InvalidArgumentError: a component has another number of elements than the first's.
+    """
+    columns = [nest.flatten(element) for element in elements]
+    chips = [array.shape for array in columns[0]]
+    for row in columns[1:]:
+        for array, chip in zip(row, chips, strict=True):
+            if array.size != math.prod(chip):
+                raise errors.InvalidArgumentError(
+                    None,
+                    "MapAndBatchDataset",
+                    "Cannot add tensor to the batch: number of elements does not match. Shapes "
+                    f"are: [tensor]: {tf_shape_string(array.shape)}, [batch]: "
+                    f"{tf_shape_string(chip)}",
+                )
+    stacked = [
+        np.stack([array.reshape(chip) for array in column])
+        for column, chip in zip(zip(*columns, strict=True), chips, strict=True)
+    ]
     return nest.pack_sequence_as(elements[0], stacked)
 
 

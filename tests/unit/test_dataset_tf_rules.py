@@ -235,3 +235,30 @@ def test_range_takes_a_bool_and_wraps_into_its_output_type() -> None:
     assert values(wrapped) == [2147483647, -2147483648] and card(wrapped) == 2
     # list(R(250, 260, 3, output_type=tf.uint8)): [250, 253, 0, 3]
     assert values(R(250, 260, 3, output_type=np.uint8)) == [250, 253, 0, 3]
+
+
+# --- map followed by batch (TF fuses them: map_and_batch_fusion, on by default) -----------------
+
+
+def test_map_then_batch_copies_by_element_count_as_tf_fused_kernel() -> None:
+    # TF 2.21 rewrites map(f).batch(n) into MapAndBatchDataset, whose copy checks only the
+    # number of elements of each component against the first element's:
+    # D.range(2).map(f).batch(2), f giving reshape(range(6), [2, 3]) then [3, 2]:
+    # [[[[0, 1, 2], [3, 4, 5]], [[0, 1, 2], [3, 4, 5]]]] (the second one reshaped);
+    # with a prefetch between them (no fusion): 'Cannot batch tensors with different shapes in
+    # component 0. First element had shape [2,3] and element 1 had shape [3,2].';
+    # D.range(2).map(lambda x: tf.range(x + 1)).batch(2): InvalidArgumentError 'Cannot add
+    # tensor to the batch: number of elements does not match. Shapes are: [tensor]: [2],
+    # [batch]: [1]'
+    def f(x: np.ndarray) -> np.ndarray:
+        return np.arange(6).reshape((3, 2) if x > 0 else (2, 3))
+
+    assert [b.tolist() for b in D.range(2).map(f).batch(2)] == [[[[0, 1, 2], [3, 4, 5]]] * 2]
+    with pytest.raises(errors.InvalidArgumentError, match=r"First element had shape \[2,3\]"):
+        list(D.range(2).map(f).prefetch(1).batch(2))
+    with pytest.raises(errors.InvalidArgumentError) as raised:
+        list(D.range(2).map(lambda x: np.arange(x + 1)).batch(2))
+    assert str(raised.value) == (
+        "Cannot add tensor to the batch: number of elements does not match. Shapes are: "
+        "[tensor]: [2], [batch]: [1]"
+    )
