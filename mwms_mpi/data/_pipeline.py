@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi import nest
+from mwms_mpi import errors, nest
 from mwms_mpi.data import _structure
 from mwms_mpi.data.tensor_spec import TensorSpec
 
@@ -220,16 +220,30 @@ class Rebatch(Node):
         self.inputs = (node,)
         self.batch_sizes = batch_sizes
         self.drop_remainder = drop_remainder
+        self.element_spec()  # TF computes it when the dataset is made: its ValueError there
 
     def element_spec(self) -> Any:
+        """TF's ``_compute_static_batch_dim``: the one batch size when the sizes are all equal
+        and no partial batch can form (``drop_remainder``, or the input's known batch dims
+        agree and are a multiple of it; numpy's ``x % 0`` is 0, so a size of 0 counts).
+
+        Raises:
+          ValueError: the input's known batch dims differ (TF's message).
+        """
         spec = self.inputs[0].element_spec()
         sizes = set(self.batch_sizes)
         dim: int | None = None
         if len(sizes) == 1:
             size = sizes.pop()
-            input_dims = {s.shape[0] for s in nest.flatten(spec)}
-            input_dim = input_dims.pop() if len(input_dims) == 1 else None
-            if self.drop_remainder or (input_dim is not None and size and input_dim % size == 0):
+            if self.drop_remainder:
+                return nest.map_structure(lambda s: TensorSpec((size, *s.shape[1:]), s.dtype), spec)
+            known = [s.shape[0] for s in nest.flatten(spec) if s.shape[0] is not None]
+            if any(d != known[0] for d in known):
+                raise ValueError(
+                    f"Invalid `input_dataset.` The batch dimension of component 0 is {known[0]}, "
+                    f"while the batch dimension of component i is {np.asarray(known)}."
+                )
+            if known and (size == 0 or known[0] % size == 0):
                 dim = size
         return nest.map_structure(lambda s: TensorSpec((dim, *s.shape[1:]), s.dtype), spec)
 
@@ -238,6 +252,8 @@ class Rebatch(Node):
         return INFINITE if n == INFINITE else UNKNOWN
 
     def iterate(self, peek: bool = False) -> Iterator[Any]:
+        if not any(self.batch_sizes):
+            raise zero_batch_sizes_error(self.batch_sizes)
         rows = _rows(self.inputs[0].iterate(peek))
         position = 0
         exhausted = False
@@ -258,6 +274,18 @@ class Rebatch(Node):
             yield _stack_rows(taken, self.inputs[0].element_spec())
             if exhausted and size > 0:
                 return
+
+
+def zero_batch_sizes_error(sizes: list[int]) -> errors.InvalidArgumentError:
+    """Our refusal of batch sizes that are all 0, where TF yields empty batches forever: at
+    ``Dataset.rebatch``, and when iterated for a distribution's rebatch that no auto-shard
+    rewrite replaced (TF makes it, and DATA sharding makes it a legacy rebatch)."""
+    return errors.InvalidArgumentError(
+        None,
+        "RebatchDatasetV2",
+        f"batch_sizes {sizes} are all 0: the dataset would yield empty batches forever. "
+        "[Op:RebatchDatasetV2]",
+    )
 
 
 class LegacyRebatch(Node):

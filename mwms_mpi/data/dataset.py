@@ -236,10 +236,7 @@ class Dataset(DatasetOps):
         if not sizes or any(size < 0 for size in sizes):
             raise invalid("RebatchDatasetV2", "batch_sizes must be non-negative and not empty.")
         if not any(sizes):  # TF yields empty batches forever here; we refuse instead
-            raise invalid(
-                "RebatchDatasetV2",
-                f"batch_sizes {sizes} are all 0: the dataset would yield empty batches forever.",
-            )
+            raise _pipeline.zero_batch_sizes_error(sizes)
         return self._then(_pipeline.Rebatch(self._node, sizes, bool(drop_remainder)))
 
     def shard(self, num_shards: int, index: int, name: str | None = None) -> Dataset:

@@ -190,7 +190,10 @@ def dataset_for_worker(
         batch_size = compute_batch_size(dataset)
         if batch_size != -1:
             sizes = batch_sizes_for_worker(batch_size, num_workers, per_worker, worker_index)
-            dataset = dataset.rebatch(sizes).prefetch(per_worker)
+            # The node itself, as TF makes it: sizes all 0 (batches of 0 rows) are refused only
+            # if no AUTO/DATA rewrite replaces it (Rebatch.iterate)
+            rebatch = _pipeline.Rebatch(dataset._node, sizes, False)
+            dataset = dataset._then(rebatch).prefetch(per_worker)
         else:
             dataset = legacy_rebatch(dataset, num_replicas_in_sync).prefetch(per_worker)
     return auto_shard_dataset(dataset, num_workers, worker_index, num_replicas_in_sync)

@@ -262,3 +262,14 @@ def test_map_then_batch_copies_by_element_count_as_tf_fused_kernel() -> None:
         "Cannot add tensor to the batch: number of elements does not match. Shapes are: "
         "[tensor]: [2], [batch]: [1]"
     )
+
+
+def test_rebatch_of_components_with_different_known_batch_dims_fails_when_called() -> None:
+    # TF's _compute_static_batch_dim: D.from_tensors((zeros(2), zeros(3))).rebatch(1):
+    # ValueError 'Invalid `input_dataset.` The batch dimension of component 0 is 2, while the
+    # batch dimension of component i is [2 3].'; with drop_remainder=True the spec is
+    # [(1,), (1,)] and no error
+    with pytest.raises(ValueError, match=r"component 0 is 2, .* component i is \[2 3\]\.$"):
+        D.from_tensors((np.zeros(2), np.zeros(3))).rebatch(1)
+    dropped = D.from_tensors((np.zeros(2), np.zeros(3))).rebatch(1, drop_remainder=True)
+    assert dropped.element_spec == (TensorSpec((1,), np.float64), TensorSpec((1,), np.float64))

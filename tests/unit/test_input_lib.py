@@ -268,3 +268,15 @@ def test_batch_shape_error_message_through_the_distributed_iterator(ms2: Any) ->
         "Cannot batch tensors with different shapes in component 0. First element had shape "
         "[3,2] and element 1 had shape [1,2]."
     )
+
+
+def test_global_batch_of_zero_rows(ms2: Any) -> None:
+    # Elements of zero rows: TF rebatches them with batch sizes [0, 0], which AUTO/DATA
+    # sharding makes a legacy rebatch, so each replica gets an empty piece. TF 2.21, M2,
+    # from_tensor_slices(zeros((2, 0), float32)): element_spec PerReplicaSpec(TensorSpec(
+    # shape=(0,), dtype=tf.float32), TensorSpec(shape=(0,), ...)), 2 steps of ([], []).
+    dist = ms2.experimental_distribute_dataset(
+        Dataset.from_tensor_slices(np.zeros((2, 0), np.float32))
+    )
+    assert dist.element_spec == PerReplicaSpec(*[TensorSpec((0,), np.float32)] * 2)
+    assert _steps(ms2, dist) == [[[], []], [[], []]]
