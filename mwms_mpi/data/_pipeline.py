@@ -450,21 +450,6 @@ class Cache(Node):
             self.elements = recorded
 
 
-class KeepSpec(Node):
-    """Its input, reported with ``spec``: TF's ``_AutoShardDataset`` keeps the element spec of
-    the pipeline it rewrites (a user's rebatch made a legacy one keeps the rebatch's spec)."""
-
-    def __init__(self, node: Node, spec: Any) -> None:
-        self.inputs = (node,)
-        self.spec = spec
-
-    def element_spec(self) -> Any:
-        return self.spec
-
-    def iterate(self, peek: bool = False) -> Iterator[Any]:
-        return self.inputs[0].iterate(peek)
-
-
 class Fail(Node):
     """Raises ``error`` when iterated (TF reports auto-shard failures on the first ``next``)."""
 

@@ -6,7 +6,11 @@ Mirrors ``tensorflow/python/data/experimental/ops/distribute.py`` and ``input_li
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from mwms_mpi import errors, nest
+from mwms_mpi._constant import tf_shape_string
 from mwms_mpi.data import _pipeline
 from mwms_mpi.data.dataset import Dataset
 from mwms_mpi.data.options import AutoShardPolicy
@@ -109,6 +113,32 @@ def _shard_by_data(
     return _pipeline.Shard(node, num_shards, index)
 
 
+class _KeepSpec(_pipeline.Node):
+    """Its input, reported with ``spec``: TF's ``_AutoShardDataset`` keeps the element spec of
+    the pipeline it rewrites (a user's rebatch made a legacy one keeps the rebatch's spec)."""
+
+    def __init__(self, node: _pipeline.Node, spec: Any) -> None:
+        self.inputs = (node,)
+        self.spec = spec
+
+    def element_spec(self) -> Any:
+        return self.spec
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        specs = nest.flatten(self.spec)
+        for element in self.inputs[0].iterate(peek):
+            for index, (array, spec) in enumerate(zip(nest.flatten(element), specs, strict=True)):
+                if not spec.is_compatible_with(array):  # TF's iterator checks its output
+                    expected = ",".join("?" if d is None else str(d) for d in spec.shape)
+                    raise errors.InvalidArgumentError(
+                        None,
+                        "IteratorGetNext",
+                        f"Incompatible shapes at component {index}: expected [{expected}] but "
+                        f"got {tf_shape_string(array.shape)}.",
+                    )
+            yield element
+
+
 def auto_shard_dataset(
     dataset: Dataset, num_shards: int, index: int, num_replicas_in_sync: int | None = None
 ) -> Dataset:
@@ -151,7 +181,7 @@ def auto_shard_dataset(
         return dataset._then(_pipeline.Fail(node, error))
     replicas = 1 if num_replicas_in_sync is None else num_replicas_in_sync
     sharded = _shard_by_data(node, num_shards, index, replicas)
-    return dataset._then(_pipeline.KeepSpec(sharded, dataset.element_spec))
+    return dataset._then(_KeepSpec(sharded, dataset.element_spec))
 
 
 def dataset_for_worker(

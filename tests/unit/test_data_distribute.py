@@ -287,3 +287,16 @@ def test_auto_shard_keeps_the_input_spec() -> None:
     sharded = dd.auto_shard_dataset(dataset, 1, 0, 1)
     assert sharded.element_spec == TensorSpec((None,), np.float64) == dataset.element_spec
     assert [x.shape for x in sharded] == [(16,)]
+
+
+def test_auto_shard_checks_elements_against_the_kept_spec() -> None:
+    # The rewrite makes a user's rebatch(4, drop_remainder=True) a legacy one, whose batches
+    # do not match the kept static spec: TF's iterator checks them. TF 2.21, MWMS at one
+    # worker, from_tensor_slices(zeros(2)).batch(2).rebatch(4, drop_remainder=True):
+    # InvalidArgumentError 'Incompatible shapes at component 0: expected [4] but got [2].'
+    dataset = Dataset.from_tensor_slices(np.zeros(2)).batch(2).rebatch(4, drop_remainder=True)
+    sharded = dd.auto_shard_dataset(dataset, 1, 0, 1)
+    assert sharded.element_spec == TensorSpec((4,), np.float64)
+    with pytest.raises(errors.InvalidArgumentError) as raised:
+        list(sharded)
+    assert str(raised.value) == "Incompatible shapes at component 0: expected [4] but got [2]."
