@@ -365,6 +365,13 @@ def tf_api_dtype_name(dtype: Any) -> str:
     return "string" if dtype.kind in "SU" else dtype.name
 
 
+def tf_cpu_node(op: str) -> str:
+    """The prefix of an eager TF 2.21 kernel error raised on the CPU, as TF writes it for
+    ``op``: ``{{function_node __wrapped__Sub_device_/job:localhost/...}} ``."""
+    device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    return f"{{{{function_node __wrapped__{op}_device_{device}}}}} "
+
+
 def tf_shape_string(shape: Any) -> str:
     """A shape as TF's op messages write it (``TensorShape::DebugString``): ``[3,2]``, ``[]``."""
     return "[" + ",".join(str(d) for d in shape) + "]"

@@ -13,7 +13,7 @@ import numpy as np
 
 from mwms_mpi import _arrays, errors
 from mwms_mpi._config import switches
-from mwms_mpi._constant import tf_api_dtype_name, tf_dtype_name
+from mwms_mpi._constant import tf_api_dtype_name, tf_dtype_name, tf_shape_string
 from mwms_mpi.collective.deterministic import local_exact_sum
 from mwms_mpi.collective.exact import supports as exact_supports
 from mwms_mpi.types import ReduceOp
@@ -181,7 +181,9 @@ def check_concat(arrays: Sequence[Any], axis: int = 0) -> None:
         return errors.InvalidArgumentError(None, "ConcatV2", f"{text} [Op:ConcatV2] name: concat")
 
     for i, a in enumerate(arrays[1:], 1):
-        shapes = f"shape[0] = {_dims(first)} vs. shape[{i}] = {_dims(a)}"
+        shapes = (
+            f"shape[0] = {tf_shape_string(first.shape)} vs. shape[{i}] = {tf_shape_string(a.shape)}"
+        )
         if a.dtype != first.dtype:
             raise fail(
                 f"cannot compute ConcatV2 as input #{i}(zero-based) was expected to be a "
@@ -192,11 +194,6 @@ def check_concat(arrays: Sequence[Any], axis: int = 0) -> None:
         for d in range(first.ndim):
             if d != axis % first.ndim and a.shape[d] != first.shape[d]:
                 raise fail(f"ConcatOp : Dimension {d} in both shapes must be equal: {shapes}")
-
-
-def _dims(array: Any) -> str:
-    """A shape as TF's messages write it: ``[3,4]``."""
-    return "[" + ",".join(str(d) for d in array.shape) + "]"
 
 
 def mean_divisors(reduce_op: ReduceOp, dtype: Any, n: int) -> tuple[int, int | None]:

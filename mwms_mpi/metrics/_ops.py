@@ -17,12 +17,11 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
-from mwms_mpi._constant import tf_dtype_name
+from mwms_mpi._constant import tf_cpu_node, tf_dtype_name, tf_shape_string
 from mwms_mpi._tf_sum import reduce_sum_last
 from mwms_mpi.values.convert import as_array, convert_to_dtype, is_tensor
 
 FLOAT32 = np.dtype(np.float32)
-_CPU_NODE = "{{function_node __wrapped__%s_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
 # TF's Sub kernel's types, as its error for bool lists them
 _SUB_TYPES = (
     "bfloat16, half, float, double, uint8, int8, uint16, int16, int32, int64, complex64, "
@@ -85,7 +84,7 @@ def _reduction_axes(x: np.ndarray, axis: Any, op: str) -> tuple[int, ...]:
             raise errors.InvalidArgumentError(
                 None,
                 op,
-                _CPU_NODE % op + f"Invalid reduction dimension ({a} for input with {x.ndim} "
+                tf_cpu_node(op) + f"Invalid reduction dimension ({a} for input with {x.ndim} "
                 f"dimension(s) [Op:{op}] name: ",
             )
     return tuple(sorted({int(a) % x.ndim for a in axes}))
@@ -183,11 +182,11 @@ def argmax(x: Any, axis: int = -1) -> np.ndarray:
     """
     x = convert(x)
     if x.ndim > 0 and x.shape[axis] == 0:
-        dims = ",".join(str(d) for d in x.shape)
         raise errors.InvalidArgumentError(
             None,
             "ArgMax",
-            _CPU_NODE % "ArgMax" + f"Reduction axis {axis} is empty in shape [{dims}] [Op:ArgMax]",
+            tf_cpu_node("ArgMax")
+            + f"Reduction axis {axis} is empty in shape {tf_shape_string(x.shape)} [Op:ArgMax]",
         )
     if x.dtype.kind == "f" and x.ndim > 0:
         x = x.astype(compute_dtype(x.dtype))
@@ -226,11 +225,6 @@ def squeeze_or_expand_to_same_rank(x1: np.ndarray, x2: np.ndarray) -> tuple[np.n
     return x1, x2
 
 
-def _dims(shape: tuple[int, ...]) -> str:
-    """A shape as TF's kernel messages write it: ``[2,3]``."""
-    return "[" + ",".join(str(d) for d in shape) + "]"
-
-
 def elementwise(op: Callable[..., Any], name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``op(x, y)`` with broadcasting; shapes that do not broadcast raise TF's error for the
     kernel ``name`` (``Equal``, ``Sub``).
@@ -244,8 +238,9 @@ def elementwise(op: Callable[..., Any], name: str, x: np.ndarray, y: np.ndarray)
         raise errors.InvalidArgumentError(
             None,
             name,
-            _CPU_NODE % name
-            + f"Incompatible shapes: {_dims(x.shape)} vs. {_dims(y.shape)} [Op:{name}] name: ",
+            tf_cpu_node(name)
+            + f"Incompatible shapes: {tf_shape_string(x.shape)} vs. "
+            + f"{tf_shape_string(y.shape)} [Op:{name}] name: ",
         ) from None
 
 
@@ -264,16 +259,18 @@ def broadcast_to(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         try:
             joint = np.broadcast_shapes(x.shape, shape)
         except ValueError:
-            problem = f"Incompatible shapes: {_dims(x.shape)} vs. {_dims(shape)}"
+            problem = (
+                f"Incompatible shapes: {tf_shape_string(x.shape)} vs. {tf_shape_string(shape)}"
+            )
         else:
             if joint == tuple(shape):
                 return np.broadcast_to(x, shape)
             problem = (
-                f"Unable to broadcast tensor of shape {_dims(x.shape)} to tensor of shape "
-                f"{_dims(shape)}"
+                f"Unable to broadcast tensor of shape {tf_shape_string(x.shape)} to tensor of "
+                f"shape {tf_shape_string(shape)}"
             )
     raise errors.InvalidArgumentError(
-        None, "BroadcastTo", _CPU_NODE % "BroadcastTo" + f"{problem} [Op:BroadcastTo]"
+        None, "BroadcastTo", tf_cpu_node("BroadcastTo") + f"{problem} [Op:BroadcastTo]"
     )
 
 

@@ -24,14 +24,13 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
-from mwms_mpi._constant import tf_api_dtype_name, tf_dtype_name
+from mwms_mpi._constant import tf_api_dtype_name, tf_cpu_node, tf_dtype_name
 from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.convert import as_array, convert_to_dtype, truediv
 from mwms_mpi.values.foreign import not_traced
 
 __all__ = ["VariableOperators"]
 
-_CPU_NODE = "{{function_node __wrapped__%s_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
 _INTEGER_TYPES = "int8, int16, int32, int64, uint8, uint16, uint32, uint64"
 
 
@@ -101,7 +100,7 @@ def _no_integer_zero(y: Any, op: str) -> None:
     """
     if y.dtype.kind in "iu" and not _arrays.array_module(y).all(y):
         raise errors.InvalidArgumentError(
-            None, op, _CPU_NODE % op + f"Integer division by zero [Op:{op}] name: "
+            None, op, tf_cpu_node(op) + f"Integer division by zero [Op:{op}] name: "
         )
 
 
