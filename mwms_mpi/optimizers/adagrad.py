@@ -23,9 +23,9 @@ class Adagrad(Optimizer):
       learning_rate: a float or a schedule, 0.001 by default.
       initial_accumulator_value: the accumulators' starting value, 0.1.
       epsilon: added for numerical stability, 1e-7 as in Keras.
-      name: a name for the optimizer's variables.
-      **kwargs: Keras's base optimizer arguments (``weight_decay``, ``clipnorm``, ...), by
-        keyword: see :class:`~mwms_mpi.optimizers.Optimizer`.
+      weight_decay, clipnorm, ..., gradient_accumulation_steps, name, **kwargs: Keras's base
+        optimizer arguments, in Keras's order (a positional call binds as in Keras): see
+        :class:`~mwms_mpi.optimizers.Optimizer`.
     """
 
     _slot_names = ("accumulator",)
@@ -35,10 +35,32 @@ class Adagrad(Optimizer):
         learning_rate: float = 0.001,
         initial_accumulator_value: float = 0.1,
         epsilon: float = 1e-7,
-        name: str = "adagrad",
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        use_ema: bool = False,
+        ema_momentum: float = 0.99,
+        ema_overwrite_frequency: int | None = None,
+        loss_scale_factor: float | None = None,
+        gradient_accumulation_steps: int | None = None,
+        name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(learning_rate, name, **kwargs)
+        super().__init__(
+            learning_rate,
+            weight_decay,
+            clipnorm,
+            clipvalue,
+            global_clipnorm,
+            use_ema,
+            ema_momentum,
+            ema_overwrite_frequency,
+            loss_scale_factor,
+            gradient_accumulation_steps,
+            name,
+            **kwargs,
+        )
         self.initial_accumulator_value = initial_accumulator_value
         self.epsilon = epsilon
 

@@ -24,9 +24,9 @@ class Adam(Optimizer):
       beta_2: the decay of the second moment, 0.999.
       epsilon: added for numerical stability, 1e-7 as in Keras.
       amsgrad: whether to use AMSGrad.
-      name: a name for the optimizer's variables.
-      **kwargs: Keras's base optimizer arguments (``weight_decay``, ``clipnorm``, ...), by
-        keyword: see :class:`~mwms_mpi.optimizers.Optimizer`.
+      weight_decay, clipnorm, ..., gradient_accumulation_steps, name, **kwargs: Keras's base
+        optimizer arguments, in Keras's order (a positional call binds as in Keras): see
+        :class:`~mwms_mpi.optimizers.Optimizer`.
     """
 
     def __init__(
@@ -36,10 +36,32 @@ class Adam(Optimizer):
         beta_2: float = 0.999,
         epsilon: float = 1e-7,
         amsgrad: bool = False,
-        name: str = "adam",
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        use_ema: bool = False,
+        ema_momentum: float = 0.99,
+        ema_overwrite_frequency: int | None = None,
+        loss_scale_factor: float | None = None,
+        gradient_accumulation_steps: int | None = None,
+        name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(learning_rate, name, **kwargs)
+        super().__init__(
+            learning_rate,
+            weight_decay,
+            clipnorm,
+            clipvalue,
+            global_clipnorm,
+            use_ema,
+            ema_momentum,
+            ema_overwrite_frequency,
+            loss_scale_factor,
+            gradient_accumulation_steps,
+            name,
+            **kwargs,
+        )
         self.beta_1, self.beta_2, self.epsilon, self.amsgrad = beta_1, beta_2, epsilon, amsgrad
         self._slot_names = (
             ("momentum", "velocity", "velocity_hat") if amsgrad else ("momentum", "velocity")
@@ -122,7 +144,15 @@ class AdamW(Adam):
         beta_2: float = 0.999,
         epsilon: float = 1e-7,
         amsgrad: bool = False,
-        name: str = "adamw",
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        use_ema: bool = False,
+        ema_momentum: float = 0.99,
+        ema_overwrite_frequency: int | None = None,
+        loss_scale_factor: float | None = None,
+        gradient_accumulation_steps: int | None = None,
+        name: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -131,8 +161,16 @@ class AdamW(Adam):
             beta_2,
             epsilon,
             amsgrad,
+            weight_decay,
+            clipnorm,
+            clipvalue,
+            global_clipnorm,
+            use_ema,
+            ema_momentum,
+            ema_overwrite_frequency,
+            loss_scale_factor,
+            gradient_accumulation_steps,
             name,
-            weight_decay=weight_decay,
             **kwargs,
         )
         if self.weight_decay is None:

@@ -35,7 +35,7 @@ import numpy as np
 
 from mwms_mpi import _context
 from mwms_mpi._arrays import array_module, as_dtype
-from mwms_mpi.optimizers import _clipping, _learning_rate
+from mwms_mpi.optimizers import _clipping, _learning_rate, _naming
 from mwms_mpi.train import _deferred
 from mwms_mpi.types import ReduceOp, VariableAggregation
 from mwms_mpi.values import IndexedSlices, PerReplica
@@ -146,7 +146,8 @@ class Optimizer:
     Args:
       learning_rate: a float, a schedule (``optimizers.schedules``, called with the step
         count) or a callable of no arguments, as Keras takes it.
-      name: a name for the optimizer's variables.
+      name: prefixes the step counter's name; by default Keras's: the class name in snake
+        case, numbered from the second one on (``sgd``, ``sgd_1``: ``_naming.py``).
       weight_decay: Keras's decoupled weight decay: before each update, every variable (but
         those excluded by ``exclude_from_weight_decay``) loses ``variable * weight_decay *
         learning_rate``.
@@ -172,8 +173,6 @@ class Optimizer:
     def __init__(
         self,
         learning_rate: float,
-        name: str,
-        *,
         weight_decay: float | None = None,
         clipnorm: float | None = None,
         clipvalue: float | None = None,
@@ -183,6 +182,7 @@ class Optimizer:
         ema_overwrite_frequency: int | None = None,
         loss_scale_factor: float | None = None,
         gradient_accumulation_steps: int | None = None,
+        name: str | None = None,
         **kwargs: Any,
     ) -> None:
         if kwargs.pop("decay", None) is not None:
@@ -215,7 +215,7 @@ class Optimizer:
         self._exclude_ids: set[int] = set()
         self._exclude_pattern: re.Pattern[str] | None = None
         self._learning_rate = _learning_rate.checked(learning_rate)
-        self.name = name
+        self.name = _naming.auto_name(type(self).__name__) if name is None else name
         self._iterations: Any = None
         self._slots: dict[int, list[Any]] = {}
         self._built: list[Any] = []  # the variables slots were made for, in creation order

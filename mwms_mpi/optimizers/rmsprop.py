@@ -28,9 +28,9 @@ class RMSprop(Optimizer):
       momentum: a float; above 0 the optimizer keeps a momentum slot (Keras's test).
       epsilon: added for numerical stability, 1e-7 as in Keras.
       centered: whether to normalize by the estimated variance of the gradient.
-      name: a name for the optimizer's variables.
-      **kwargs: Keras's base optimizer arguments (``weight_decay``, ``clipnorm``, ...), by
-        keyword: see :class:`~mwms_mpi.optimizers.Optimizer`.
+      weight_decay, clipnorm, ..., gradient_accumulation_steps, name, **kwargs: Keras's base
+        optimizer arguments, in Keras's order (a positional call binds as in Keras): see
+        :class:`~mwms_mpi.optimizers.Optimizer`.
     """
 
     def __init__(
@@ -40,10 +40,32 @@ class RMSprop(Optimizer):
         momentum: float = 0.0,
         epsilon: float = 1e-7,
         centered: bool = False,
-        name: str = "rmsprop",
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        use_ema: bool = False,
+        ema_momentum: float = 0.99,
+        ema_overwrite_frequency: int | None = None,
+        loss_scale_factor: float | None = None,
+        gradient_accumulation_steps: int | None = None,
+        name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(learning_rate, name, **kwargs)
+        super().__init__(
+            learning_rate,
+            weight_decay,
+            clipnorm,
+            clipvalue,
+            global_clipnorm,
+            use_ema,
+            ema_momentum,
+            ema_overwrite_frequency,
+            loss_scale_factor,
+            gradient_accumulation_steps,
+            name,
+            **kwargs,
+        )
         self.rho, self.momentum, self.epsilon, self.centered = rho, momentum, epsilon, centered
         # Keras builds them in this order: velocities, momentums, average gradients.
         self._slot_names = (

@@ -18,9 +18,9 @@ class SGD(Optimizer):
       learning_rate: a float or a schedule, 0.01 by default as in Keras.
       momentum: a float >= 0.
       nesterov: whether to use Nesterov momentum.
-      name: a name for the optimizer's variables.
-      **kwargs: Keras's base optimizer arguments (``weight_decay``, ``clipnorm``, ...), by
-        keyword: see :class:`~mwms_mpi.optimizers.Optimizer`.
+      weight_decay, clipnorm, ..., gradient_accumulation_steps, name, **kwargs: Keras's base
+        optimizer arguments, in Keras's order (a positional call binds as in Keras): see
+        :class:`~mwms_mpi.optimizers.Optimizer`.
 
     Raises:
       ValueError: for a negative momentum (Keras's message).
@@ -31,12 +31,34 @@ class SGD(Optimizer):
         learning_rate: float = 0.01,
         momentum: float = 0.0,
         nesterov: bool = False,
-        name: str = "SGD",
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        use_ema: bool = False,
+        ema_momentum: float = 0.99,
+        ema_overwrite_frequency: int | None = None,
+        loss_scale_factor: float | None = None,
+        gradient_accumulation_steps: int | None = None,
+        name: str | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(momentum, float | int) or momentum < 0 or momentum > 1:
             raise ValueError("`momentum` must be a float between [0, 1].")
-        super().__init__(learning_rate, name, **kwargs)
+        super().__init__(
+            learning_rate,
+            weight_decay,
+            clipnorm,
+            clipvalue,
+            global_clipnorm,
+            use_ema,
+            ema_momentum,
+            ema_overwrite_frequency,
+            loss_scale_factor,
+            gradient_accumulation_steps,
+            name,
+            **kwargs,
+        )
         self.momentum = float(momentum)
         self.nesterov = nesterov
         self._slot_names = ("momentum",) if self.momentum else ()
