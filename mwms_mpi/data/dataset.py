@@ -331,6 +331,8 @@ class Dataset(DatasetOps):
         map_func: Callable[..., Any],
         num_parallel_calls: int | None = None,
         deterministic: bool | None = None,
+        synchronous: bool | None = None,
+        use_unbounded_threadpool: bool = False,
         name: str | None = None,
     ) -> Dataset:
         """Maps ``map_func`` across the elements of this dataset.
@@ -343,12 +345,21 @@ class Dataset(DatasetOps):
           map_func: A function mapping a dataset element to another dataset element.
           num_parallel_calls: accepted for TF's signature; elements are mapped in order.
           deterministic: accepted for TF's signature.
+          synchronous, use_unbounded_threadpool: accepted for TF's signature (and its order).
           name: (Optional.) A name for the tf.data operation.
 
         Returns:
           Dataset: A `Dataset`.
+
+        Raises:
+          ValueError: ``synchronous`` with ``num_parallel_calls`` (TF's error, its two args).
         """
-        del num_parallel_calls, deterministic, name
+        if synchronous and num_parallel_calls is not None:
+            raise ValueError(
+                "`synchronous` is not supported with `num_parallel_calls`, but"
+                " `num_parallel_calls` was set to ",
+                num_parallel_calls,
+            )
         return self._then(_functions.Map(self._node, map_func))
 
     def filter(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:

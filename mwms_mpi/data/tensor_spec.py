@@ -48,16 +48,16 @@ class TensorSpec:
         """The optional name."""
         return self._name
 
-    def is_compatible_with(self, spec_or_value: Any) -> bool:
-        """Returns True if ``spec_or_value`` (a spec or an array) fits this spec.
+    def is_compatible_with(self, spec_or_tensor: Any) -> bool:
+        """Returns True if ``spec_or_tensor`` (a spec or an array) fits this spec.
 
         Dtypes must be equal; shapes must have the same rank, and each known dim of either side
         must equal the other's dim where that is known.
         """
         other = (
-            spec_or_value
-            if isinstance(spec_or_value, TensorSpec)
-            else TensorSpec.from_tensor(spec_or_value)
+            spec_or_tensor
+            if isinstance(spec_or_tensor, TensorSpec)
+            else TensorSpec.from_tensor(spec_or_tensor)
         )
         if self._dtype != other.dtype or len(self._shape) != len(other.shape):
             return False

@@ -289,12 +289,12 @@ class DistributedDataset:
         """The cardinality of the (undistributed) dataset, as TF reports it."""
         return np.int64(self._cardinality)
 
-    def reduce(self, initial_state: Any, reduce_fn: Callable[[Any, Any], Any]) -> Any:
-        """Execute a ``reduce_fn`` over all the elements of the input.
+    def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
+        """Execute a ``reduce_func`` over all the elements of the input.
 
         Args:
           initial_state: the initial state of the reduction.
-          reduce_fn: ``reduce_fn(state, element) -> state``, called once per step.
+          reduce_func: ``reduce_func(state, element) -> state``, called once per step.
 
         Returns:
           The final state.
@@ -303,7 +303,7 @@ class DistributedDataset:
         state = initial_state
         optional = iterator.get_next_as_optional()
         while optional.has_value():
-            state = reduce_fn(state, optional.get_value())
+            state = reduce_func(state, optional.get_value())
             optional = iterator.get_next_as_optional()
         return state
 

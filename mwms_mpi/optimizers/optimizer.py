@@ -258,8 +258,8 @@ class Optimizer:
             children.update(iterations=self._iterations, slots=self.variables()[1:])
         return children
 
-    def build(self, var_list: Sequence[Any]) -> None:
-        """Makes the step counter and the slots of ``var_list`` now, as Keras's ``build`` does;
+    def build(self, variables: Sequence[Any]) -> None:
+        """Makes the step counter and the slots of ``variables`` now, as Keras's ``build`` does;
         on a built optimizer it does nothing (Keras).
 
         Optional: otherwise they are made by the first ``apply_gradients``. A checkpoint
@@ -268,7 +268,7 @@ class Optimizer:
         Raises:
           RuntimeError: for a variable of a strategy whose scope is not entered (TF's error).
         """
-        strategy, variables = _context.current().strategy, list(var_list)
+        strategy, variables = _context.current().strategy, list(variables)
         _require_scope(strategy, variables)
         self._build(strategy, variables)
 

@@ -213,26 +213,27 @@ class DistributedVariable(DistributedValues, Variable):
 
     def assign_add(
         self,
-        delta: Any,
+        value: Any,
         use_locking: bool = False,
         name: str | None = None,
         read_value: bool = True,
     ) -> Any:
-        """Adds ``delta`` following the variable's synchronization and aggregation."""
+        """Adds ``value`` following the variable's synchronization and aggregation (TF names
+        it ``value`` here, ``delta`` on ``tf.Variable``)."""
         return self._update(
-            _assign_add, delta, use_locking=use_locking, name=name, read_value=read_value
+            _assign_add, value, use_locking=use_locking, name=name, read_value=read_value
         )
 
     def assign_sub(
         self,
-        delta: Any,
+        value: Any,
         use_locking: bool = False,
         name: str | None = None,
         read_value: bool = True,
     ) -> Any:
-        """Subtracts ``delta`` following the variable's synchronization and aggregation."""
+        """Subtracts ``value`` following the variable's synchronization and aggregation."""
         return self._update(
-            _assign_sub, delta, use_locking=use_locking, name=name, read_value=read_value
+            _assign_sub, value, use_locking=use_locking, name=name, read_value=read_value
         )
 
     def _update_with(self, fn: Any, operand: Any, op_name: str) -> Any:
@@ -375,7 +376,7 @@ class SyncOnReadVariable(DistributedVariable):
 
     def assign_add(
         self,
-        delta: Any,
+        value: Any,
         use_locking: bool = False,
         name: str | None = None,
         read_value: bool = True,
@@ -388,12 +389,12 @@ class SyncOnReadVariable(DistributedVariable):
         with _context.enter_or_assert_strategy(self._distribute_strategy):
             if self._cross_replica_write():
                 with self._cross_replica_update("assign_add", read_value):
-                    return agg.on_read_assign_add_cross_replica(self, delta, read_value=read_value)
-            return super().assign_add(delta, use_locking, name, read_value)
+                    return agg.on_read_assign_add_cross_replica(self, value, read_value=read_value)
+            return super().assign_add(value, use_locking, name, read_value)
 
     def assign_sub(
         self,
-        delta: Any,
+        value: Any,
         use_locking: bool = False,
         name: str | None = None,
         read_value: bool = True,
@@ -406,8 +407,8 @@ class SyncOnReadVariable(DistributedVariable):
         with _context.enter_or_assert_strategy(self._distribute_strategy):
             if self._cross_replica_write():
                 with self._cross_replica_update("assign_sub", read_value):
-                    return agg.on_read_assign_sub_cross_replica(self, delta, read_value=read_value)
-            return super().assign_sub(delta, use_locking, name, read_value)
+                    return agg.on_read_assign_sub_cross_replica(self, value, read_value=read_value)
+            return super().assign_sub(value, use_locking, name, read_value)
 
     def _update_replica(self, update_fn: Callable[..., Any], value: Any, **kwargs: Any) -> Any:
         return update_fn(self._get_on_device_or_primary(), value, **kwargs)
