@@ -289,7 +289,7 @@ class Dataset(DatasetOps):
         self,
         buffer_size: int,
         seed: int | None = None,
-        reshuffle_each_iteration: bool | None = None,
+        reshuffle_each_iteration: bool | None = True,
         name: str | None = None,
     ) -> Dataset:
         """Randomly shuffles the elements of this dataset with a buffer of ``buffer_size``.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,11 @@ class Adagrad(Optimizer):
         )
         self.initial_accumulator_value = initial_accumulator_value
         self.epsilon = epsilon
+
+    def build(self, var_list: Sequence[Any]) -> None:
+        """``Optimizer.build``, under this class's Keras name for the argument (``var_list``
+        here, ``variables`` in Keras's ``SGD`` and base class)."""
+        super().build(var_list)
 
     def _slot_initial_value(self, slot: str, zeros: Any) -> Any:
         # Keras's Constant initializer: ops.cast(value, dtype) * ones; the cast of a Python

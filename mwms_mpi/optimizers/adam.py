@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,11 @@ class Adam(Optimizer):
             ("momentum", "velocity", "velocity_hat") if amsgrad else ("momentum", "velocity")
         )
         self._last_scalars: tuple[tuple[Any, ...], tuple[Any, Any, Any, Any]] | None = None
+
+    def build(self, var_list: Sequence[Any]) -> None:
+        """``Optimizer.build``, under this class's Keras name for the argument (``var_list``
+        here, ``variables`` in Keras's ``SGD`` and base class)."""
+        super().build(var_list)
 
     def _scalars(self, cast: Any, step: int, rate: np.ndarray) -> tuple[Any, Any, Any, Any]:
         """Keras's scalars of a step in the variables' dtype (``cast``): ``alpha``,

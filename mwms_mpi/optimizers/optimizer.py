@@ -237,8 +237,10 @@ class Optimizer:
         """The number of steps applied so far (a variable, made with the first step)."""
         return self._iterations
 
+    @property
     def variables(self) -> list[Any]:
-        """The optimizer's own variables, for checkpoints: the step counter and every slot."""
+        """The optimizer's own variables: the step counter and every slot (a property, as in
+        Keras 3; Keras also lists its learning-rate variable, which ours is not)."""
         found = [] if self._iterations is None else [self._iterations]
         for var in self._built:
             found.extend(self._slots[id(var)])
@@ -255,7 +257,7 @@ class Optimizer:
         if isinstance(self._learning_rate, float):
             children["learning_rate"] = self._saved_learning_rate
         if self._iterations is not None:
-            children.update(iterations=self._iterations, slots=self.variables()[1:])
+            children.update(iterations=self._iterations, slots=self.variables[1:])
         return children
 
     def build(self, variables: Sequence[Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,11 @@ class RMSprop(Optimizer):
             + (("momentum",) if momentum > 0 else ())
             + (("average_gradient",) if centered else ())
         )
+
+    def build(self, var_list: Sequence[Any]) -> None:
+        """``Optimizer.build``, under this class's Keras name for the argument (``var_list``
+        here, ``variables`` in Keras's ``SGD`` and base class)."""
+        super().build(var_list)
 
     def _update_step(
         self, var: Any, grad: Any, *slots: Any, step: int, learning_rate: np.ndarray

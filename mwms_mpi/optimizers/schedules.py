@@ -82,7 +82,7 @@ class _RateDecay(LearningRateSchedule):
     ) -> None:
         self.initial_learning_rate, self.decay_steps = initial_learning_rate, decay_steps
         self.decay_rate, self.staircase = decay_rate, staircase
-        self.name = type(self).__name__ if name is None else name
+        self.name = name  # Keras keeps an explicit None
         _check_steps("decay_steps", decay_steps)
 
     def _ratio(self, step: Any) -> tuple[Any, Any]:
@@ -96,6 +96,16 @@ class _RateDecay(LearningRateSchedule):
 class ExponentialDecay(_RateDecay):
     """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (the exponent floored
     with ``staircase``); ``name`` defaults to ``"ExponentialDecay"``."""
+
+    def __init__(
+        self,
+        initial_learning_rate: float,
+        decay_steps: int,
+        decay_rate: float,
+        staircase: bool = False,
+        name: str | None = "ExponentialDecay",
+    ) -> None:
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
 
     def __call__(self, step: Any) -> Any:
         initial, p = self._ratio(step)
@@ -174,6 +184,16 @@ class PolynomialDecay(LearningRateSchedule):
 class InverseTimeDecay(_RateDecay):
     """``initial_learning_rate / (1 + decay_rate * step / decay_steps)`` (the ratio floored
     with ``staircase``); ``name`` defaults to ``"InverseTimeDecay"``."""
+
+    def __init__(
+        self,
+        initial_learning_rate: float,
+        decay_steps: int,
+        decay_rate: float,
+        staircase: bool = False,
+        name: str | None = "InverseTimeDecay",
+    ) -> None:
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
 
     def __call__(self, step: Any) -> Any:
         initial, p = self._ratio(step)

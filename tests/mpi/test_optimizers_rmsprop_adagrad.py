@@ -142,7 +142,7 @@ def test_every_copy_equals_the_serial_reference(
 
     want_var, want_slots = reference
     got = [np.asarray(c) for c in strategy.experimental_local_results(var)]
-    slots = opt.variables()[1:]
+    slots = opt.variables[1:]
     got_slots = [[np.asarray(c) for c in strategy.experimental_local_results(s)] for s in slots]
     ok = (
         all(g.tobytes() == want_var.tobytes() for g in got)

@@ -174,7 +174,7 @@ class Program:
         elif step.name == "copy_numpy":
             self._hold(label, copies[pick].numpy(), views)
         elif step.name == "slot_read_only_value":
-            slots = self.opt.variables()[1:]  # the iteration count, then the slots
+            slots = self.opt.variables[1:]  # the iteration count, then the slots
             slot = slots[step.seed % len(slots)]
             for i, copy in enumerate(s.experimental_local_results(slot)):
                 self._hold(f"{label} ({slot.name}, copy {i})", copy.read_only_value(), views)
@@ -189,7 +189,7 @@ class Program:
     def final_bytes(self) -> list[bytes]:
         return [
             np.asarray(copy.numpy()).tobytes()
-            for v in (self.var, self.weights, *self.opt.variables())
+            for v in (self.var, self.weights, *self.opt.variables)
             for copy in self.strategy.experimental_local_results(v)
         ]
 

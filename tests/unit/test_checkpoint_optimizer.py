@@ -156,7 +156,7 @@ def test_a_first_step_without_a_gradient_still_makes_that_variables_slots(
     a1, b1, opt1 = fresh()
     run(range(2), a1, b1, opt1)
     slots = ["a/momentum:0", "a/velocity:0", "b/momentum:0", "b/velocity:0"]
-    assert [v.name for v in opt1.variables()[1:]] == slots
+    assert [v.name for v in opt1.variables[1:]] == slots
     path = train.Checkpoint(a=a1, b=b1, optimizer=opt1).save(str(tmp_path / "ckpt"))
     a2, b2, opt2 = fresh()
     train.Checkpoint(a=a2, b=b2, optimizer=opt2).restore(path)
@@ -172,7 +172,7 @@ def test_apply_gradients_refuses_what_keras_refuses() -> None:
     # TF 2.21: ValueError 'No gradients provided for any variable.', after building
     with pytest.raises(ValueError, match=r"^No gradients provided for any variable\.$"):
         opt.apply_gradients([(None, a)])
-    assert [v.name for v in opt.variables()] == [opt.iterations.name]
+    assert [v.name for v in opt.variables] == [opt.iterations.name]
     assert int(opt.iterations.numpy()) == 0
     opt.apply_gradients([(np.ones(1, np.float32), a)])
     # TF 2.21: ValueError 'Unknown variable: <tf.Variable 'b:0' ...>. This optimizer can only be

@@ -59,7 +59,7 @@ def test_a_copy_restores_every_kind_of_state_and_can_be_restored_twice(
         for replica in mirrored.experimental_local_results(w):
             np.testing.assert_array_equal(replica, np.arange(3.0))
         assert opt.iterations.numpy() == 0
-        for slot in opt.variables()[1:]:
+        for slot in opt.variables[1:]:
             np.testing.assert_array_equal(slot.numpy(), np.zeros(3))
         np.testing.assert_array_equal(array, np.arange(4.0))
         np.testing.assert_array_equal(duck.numpy(), [1.0, 2.0])

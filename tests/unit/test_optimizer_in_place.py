@@ -36,14 +36,14 @@ def _train(devices: list[str] | None, amsgrad: bool, hold: bool) -> tuple[list[A
     held: list[Any] = []
     for grad in GRADS:
         if hold:
-            for v in (var, *opt.variables()):
+            for v in (var, *opt.variables):
                 for copy in strategy.experimental_local_results(v):
                     view = copy.read_only_value()
                     held.append((view, np.array(view)))
         strategy.run(lambda g=grad: opt.apply_gradients([(g, var)]))
     final = [
         copy.numpy().tobytes()
-        for v in (var, *opt.variables())
+        for v in (var, *opt.variables)
         for copy in strategy.experimental_local_results(v)
     ]
     return held, final
@@ -75,7 +75,7 @@ def test_a_gradient_of_a_larger_shape_fails_as_tfs_assign_add(amsgrad: bool) -> 
     ):
         opt.apply_gradients([(np.ones((2, 2), np.float32), var)])
     assert var.numpy().tolist() == [1.0, 2.0]
-    for slot in opt.variables()[1:]:
+    for slot in opt.variables[1:]:
         assert slot.numpy().tolist() == [0.0, 0.0]
 
 
@@ -124,7 +124,7 @@ def test_a_steps_scalars_follow_its_dtype_step_and_learning_rate() -> None:
     opt = optimizers.Adam(0.1)
     for i in range(2):
         opt.apply_gradients([(np.array([0.5, -0.25 * (i + 1)], np.float32), var)])
-    state = [var, *opt.variables()]
+    state = [var, *opt.variables]
     saved = [v.read_value() for v in state]
     third = np.array([0.5, -0.75], np.float32)
     opt.apply_gradients([(third, var)])  # step 3 at 0.1
@@ -136,7 +136,7 @@ def test_a_steps_scalars_follow_its_dtype_step_and_learning_rate() -> None:
     other = mwms_mpi.Variable(saved[0])
     fresh = optimizers.Adam(0.01)
     fresh.build([other])
-    for v, value in zip(fresh.variables(), saved[1:], strict=True):
+    for v, value in zip(fresh.variables, saved[1:], strict=True):
         v.assign(value)
     fresh.apply_gradients([(third, other)])
     assert var.numpy().tobytes() == other.numpy().tobytes()

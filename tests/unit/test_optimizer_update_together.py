@@ -54,7 +54,7 @@ def _train(devices: list[str] | None, make: Callable[[], Any], dtype: Any) -> li
 
     for i in range(4):
         strategy.run(step, args=(i,))
-    everything = [*weights, *opt.variables()]
+    everything = [*weights, *opt.variables]
     return [
         np.asarray(copy.numpy()).tobytes()
         for var in everything

@@ -66,9 +66,9 @@ def test_none_gradients_are_skipped_and_slots_are_listed() -> None:
     with pytest.warns(UserWarning, match="Gradients do not exist for variables"):
         opt.apply_gradients([(np.ones(2), a), (None, b)])
     assert b.numpy().tolist() == [1.0, 1.0]
-    assert len(opt.variables()) == 1 + 4  # iterations + m, v of `a`, then of `b`
+    assert len(opt.variables) == 1 + 4  # iterations + m, v of `a`, then of `b`
     opt.build([b])  # built already: nothing more
-    assert len(opt.variables()) == 1 + 4
+    assert len(opt.variables) == 1 + 4
 
 
 def test_bad_momentum() -> None:
@@ -169,4 +169,4 @@ def test_sgd_momentum_scales_each_slice_before_adding_repeats_as_keras(
     for _ in range(2):
         opt.apply_gradients([(grad, v)])
     assert float(v.numpy()[0]).hex() == var_hex
-    assert float(opt.variables()[1].numpy()[0]).hex() == momentum_hex
+    assert float(opt.variables[1].numpy()[0]).hex() == momentum_hex

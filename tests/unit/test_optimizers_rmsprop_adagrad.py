@@ -147,7 +147,7 @@ def test_slots_are_mirrored_and_start_as_keras_starts_them(make: Any, slots: lis
         b = mwms_mpi.Variable(np.ones(3, np.float32), name="b")
         opt = make()
         opt.build([a, b])
-    made = opt.variables()[1:]
+    made = opt.variables[1:]
     assert [v.name.split(":")[0] for v in made] == [f"{n}/{s}" for n in "ab" for s in slots]
     # Adagrad's accumulator: Keras's Constant(0.1) casts 0.1 through float32 to the dtype
     start = np.float32(0.1) if slots == ["accumulator"] else 0.0
@@ -175,7 +175,7 @@ def test_checkpoint_round_trip_continues_as_keras(name: str, kind: str, tmp_path
     resumed.opt.build([resumed.var])
     train.Checkpoint(v=resumed.var, optimizer=resumed.opt).restore(path).assert_consumed()
     assert int(resumed.opt.iterations.numpy()) == 2
-    for got, saved in zip(resumed.opt.variables(), run.opt.variables(), strict=True):
+    for got, saved in zip(resumed.opt.variables, run.opt.variables, strict=True):
         assert np.asarray(got.numpy()).tobytes() == np.asarray(saved.numpy()).tobytes()
     for step in range(2, STEPS):
         resumed.step(kind, step)
@@ -228,10 +228,10 @@ def test_build_outside_the_scope_of_mirrored_variables_raises_as_tf_does(name: s
         var, opt = mwms_mpi.Variable(np.ones((3, 2), np.float32)), _make(name)
     with pytest.raises(RuntimeError, match=r'Need to be inside "with strategy.scope\(\)" for'):
         opt.build([var])
-    assert opt.variables() == []
+    assert opt.variables == []
     with strategy.scope():
         opt.build([var])
-    assert all(len(slot.values) == 2 for slot in opt.variables()[1:])
+    assert all(len(slot.values) == 2 for slot in opt.variables[1:])
 
 
 # regather.py: Keras Adagrad(0.1, initial_accumulator_value=0.0, epsilon=0.0) on
@@ -265,5 +265,5 @@ def test_keras_regather_past_the_slices_fails_as_tf_does() -> None:
     with pytest.raises(mwms_mpi.errors.InvalidArgumentError, match=re.escape(TF_REGATHER_ERROR)):
         opt.apply_gradients([(grad, var)])
     assert var.numpy().tolist() == [[1.0, 1.0]] * 3
-    assert opt.variables()[1].numpy().tolist() == TF_ACCUMULATOR_AFTER_ERROR
+    assert opt.variables[1].numpy().tolist() == TF_ACCUMULATOR_AFTER_ERROR
     assert int(opt.iterations.numpy()) == 0
