@@ -242,6 +242,10 @@ class Checkpoint:
             return InitializationOnlyStatus()
         return self._restore(os.fspath(save_path), creates_counter=False)
 
+    def sync(self) -> None:
+        """TF's ``sync``: waits for outstanding asynchronous saves; ours are all synchronous
+        (``save`` returns once the files are written), so there is nothing to wait for."""
+
     def restore(self, save_path: str | None, options: Any = None) -> Any:
         """Restores a training checkpoint.
 

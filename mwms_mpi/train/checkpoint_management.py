@@ -242,6 +242,10 @@ class CheckpointManager:
             deleted.append(name)
         return preserved, deleted
 
+    def sync(self) -> None:
+        """TF's ``sync``: waits for outstanding asynchronous saves; ours are all synchronous
+        (``save`` returns once the files are written), so there is nothing to wait for."""
+
     def restore_or_initialize(self) -> str | None:
         """Initialize or restore training: restore the latest checkpoint, else run ``init_fn``.
 

@@ -83,6 +83,28 @@ class Module:
             _flatten(self, lambda v: is_variable(v) and bool(getattr(v, "trainable", False)))
         )
 
+    @property
+    def non_trainable_variables(self) -> tuple[Any, ...]:
+        """The variables under this module that are not trainable, in the order of
+        ``variables``.
+
+        Raises:
+          ValueError: as ``variables``.
+        """
+        return tuple(
+            _flatten(self, lambda v: is_variable(v) and not getattr(v, "trainable", False))
+        )
+
+    @property
+    def submodules(self) -> tuple[Module, ...]:
+        """Every module under this one (not itself), each once, in the walk's order
+        (TF's ``_flatten`` with a module predicate).
+
+        Raises:
+          ValueError: as ``variables``.
+        """
+        return tuple(_flatten(self, lambda m: isinstance(m, Module)))
+
 
 def _flatten(
     module: Module, predicate: Callable[[Any], bool], seen: set[int] | None = None
