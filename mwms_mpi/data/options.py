@@ -6,7 +6,17 @@ import enum
 import logging
 from typing import Any, ClassVar
 
-__all__ = ["AutoShardPolicy", "DistributeOptions", "Options"]
+__all__ = [
+    "AutoShardPolicy",
+    "AutotuneAlgorithm",
+    "AutotuneOptions",
+    "DistributeOptions",
+    "ExternalStatePolicy",
+    "OptimizationOptions",
+    "Options",
+    "ServiceOptions",
+    "ThreadingOptions",
+]
 
 _LOG = logging.getLogger(__name__)
 
@@ -140,20 +150,145 @@ class DistributeOptions(_OptionsBase):
     }
 
 
+class AutotuneAlgorithm(enum.Enum):
+    """TF's autotuning algorithms (its values); accepted, without an effect here."""
+
+    DEFAULT = 0
+    HILL_CLIMB = 1
+    GRADIENT_DESCENT = 2
+    MAX_PARALLELISM = 3
+    STAGE_BASED = 4
+
+
+class ExternalStatePolicy(enum.Enum):
+    """TF's policies for functions with external state (its values); accepted, no effect."""
+
+    WARN = 0
+    IGNORE = 1
+    FAIL = 2
+
+
+class AutotuneOptions(_OptionsBase):
+    """TF's autotuning options: kept, set and merged as TF's, without an effect (nothing is
+    tuned here: a pipeline runs in the training loop's thread)."""
+
+    _DEFAULTS: ClassVar[dict[str, Any]] = dict.fromkeys(
+        (
+            "autotune_algorithm",
+            "cpu_budget",
+            "enabled",
+            "initial_parallelism",
+            "min_parallelism",
+            "ram_budget",
+        )
+    )
+    _TYPES: ClassVar[dict[str, type | tuple[type, ...]]] = {
+        "autotune_algorithm": AutotuneAlgorithm,
+        "cpu_budget": int,
+        "enabled": bool,
+        "initial_parallelism": int,
+        "min_parallelism": int,
+        "ram_budget": int,
+    }
+
+
+_GRAPH_REWRITES = (
+    "apply_default_optimizations",
+    "filter_fusion",
+    "filter_parallelization",
+    "inject_prefetch",
+    "map_and_batch_fusion",
+    "map_and_filter_fusion",
+    "map_fusion",
+    "map_parallelization",
+    "noop_elimination",
+    "parallel_batch",
+    "seq_interleave_prefetch",
+    "shuffle_and_repeat_fusion",
+)
+
+
+class OptimizationOptions(_OptionsBase):
+    """TF's graph-rewrite switches, all booleans: kept without an effect (TF's rewrites keep
+    the elements; there is no graph to rewrite here)."""
+
+    _DEFAULTS: ClassVar[dict[str, Any]] = dict.fromkeys(_GRAPH_REWRITES)
+    _TYPES: ClassVar[dict[str, type | tuple[type, ...]]] = dict.fromkeys(_GRAPH_REWRITES, bool)
+
+
+class ServiceOptions(_OptionsBase):
+    """TF's tf.data service options (``pinned``): kept, there is no tf.data service here."""
+
+    _DEFAULTS: ClassVar[dict[str, Any]] = {"pinned": None}
+    _TYPES: ClassVar[dict[str, type | tuple[type, ...]]] = {"pinned": bool}
+
+
+class ThreadingOptions(_OptionsBase):
+    """TF's threading options: kept without an effect (no thread pools here)."""
+
+    _DEFAULTS: ClassVar[dict[str, Any]] = {
+        "max_intra_op_parallelism": None,
+        "private_threadpool_size": None,
+    }
+    _TYPES: ClassVar[dict[str, type | tuple[type, ...]]] = dict.fromkeys(_DEFAULTS, int)
+
+
+# TF's deprecated spellings of two fields (``Options.__getattribute__``/``__setattr__``).
+_ALIASES = {"experimental_threading": "threading", "experimental_deterministic": "deterministic"}
+
+
 class Options(_OptionsBase):
     """Options of a dataset, as ``tf.data.Options``; set them with ``Dataset.with_options``.
 
     Attributes:
       deterministic: whether elements must come in a deterministic order (always true here;
-        kept for TF's API). Default ``None``.
+        kept for TF's API). Default ``None``. ``experimental_deterministic`` is TF's older
+        name for it.
       experimental_distribute: the ``DistributeOptions`` of the dataset.
+      autotune, experimental_optimization, experimental_service, threading (older name:
+        ``experimental_threading``, with TF's deprecation warning) and the other fields:
+        TF's, kept, set and merged as TF does, without an effect on the elements.
     """
 
     _DEFAULTS: ClassVar[dict[str, Any]] = {
+        "autotune": AutotuneOptions,
+        "dataset_name": None,
         "deterministic": None,
         "experimental_distribute": DistributeOptions,
+        "experimental_external_state_policy": None,
+        "experimental_optimization": OptimizationOptions,
+        "experimental_service": ServiceOptions,
+        "experimental_slack": None,
+        "experimental_symbolic_checkpoint": None,
+        "experimental_warm_start": None,
+        "framework_type": None,
+        "threading": ThreadingOptions,
     }
     _TYPES: ClassVar[dict[str, type | tuple[type, ...]]] = {
+        "autotune": AutotuneOptions,
+        "dataset_name": str,
         "deterministic": bool,
         "experimental_distribute": DistributeOptions,
+        "experimental_external_state_policy": ExternalStatePolicy,
+        "experimental_optimization": OptimizationOptions,
+        "experimental_service": ServiceOptions,
+        "experimental_slack": bool,
+        "experimental_symbolic_checkpoint": bool,
+        "experimental_warm_start": bool,
+        "framework_type": list,
+        "threading": ThreadingOptions,
     }
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "experimental_threading":
+            _LOG.warning(
+                "options.experimental_threading is deprecated. Use options.threading instead."
+            )
+        return super().__getattr__(_ALIASES.get(name, name))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "experimental_threading":
+            _LOG.warning(
+                "options.experimental_threading is deprecated. Use options.threading instead."
+            )
+        super().__setattr__(_ALIASES.get(name, name), value)

@@ -39,7 +39,8 @@ PAIRS = {
     "": "Variable IndexedSlices Module VariableAggregation VariableSynchronization TensorSpec",
     "train": "ClusterSpec Checkpoint CheckpointManager latest_checkpoint",
     "data": "Dataset Options",
-    "data.experimental": "DistributeOptions AutoShardPolicy",
+    "data.experimental": "DistributeOptions AutoShardPolicy AutotuneAlgorithm AutotuneOptions "
+    "ExternalStatePolicy OptimizationOptions ServiceOptions ThreadingOptions",
     "nn": "compute_average_loss scale_regularization_loss",
     "nest": "assert_same_structure flatten is_nested map_structure pack_sequence_as",
     "config.experimental": "enable_op_determinism",
@@ -104,13 +105,6 @@ _OPTIMIZER = (
     | _why("not yet: apply_gradients(zip(grads, vars)) is the way in", "apply")
     | _why("not yet: each replica's loss_scale_factor is applied to the gradients", "scale_loss")
 )
-_OPTIONS = _why(
-    "not yet: tf.data options without an effect here (threading, autotuning, optimizations)",
-    "autotune dataset_name experimental_deterministic experimental_external_state_policy "
-    "experimental_optimization experimental_service experimental_slack "
-    "experimental_symbolic_checkpoint experimental_threading experimental_warm_start "
-    "framework_type threading",
-)
 
 # pair -> TF members we do not provide, and why.
 NOT_YET: dict[str, dict[str, str]] = {
@@ -134,7 +128,6 @@ NOT_YET: dict[str, dict[str, str]] = {
         "ignore_errors list_files load ragged_batch random rejection_resample "
         "sample_from_datasets save snapshot sparse_batch window",
     ),
-    "data.Options": _OPTIONS,
     **dict.fromkeys(
         [
             "distribute.Strategy",
@@ -231,9 +224,8 @@ def _ours(key: str) -> Any:
 
 def _instance_has(key: str, name: str) -> bool:
     """Options keep their fields per instance (TF: properties of the class)."""
-    if key not in ("data.Options", "data.experimental.DistributeOptions"):
-        return False
-    return hasattr(_ours(key)(), name)
+    cls = _ours(key)
+    return cls.__name__.endswith("Options") and hasattr(cls(), name)
 
 
 def test_members_and_signatures_are_tfs() -> None:
