@@ -35,7 +35,7 @@ import numpy as np
 
 from mwms_mpi import _context
 from mwms_mpi._arrays import array_module, as_dtype
-from mwms_mpi.optimizers import _clipping, _learning_rate, _naming
+from mwms_mpi.optimizers import _arguments, _clipping, _learning_rate
 from mwms_mpi.train import _deferred
 from mwms_mpi.types import ReduceOp, VariableAggregation
 from mwms_mpi.values import IndexedSlices, PerReplica
@@ -113,33 +113,6 @@ def _with_gradients(pairs: Sequence[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     return kept
 
 
-def _check_keras_ranges(
-    use_ema: bool, ema_momentum: float, ema_overwrite_frequency: Any, accumulation: Any
-) -> None:
-    """Keras's checks of the EMA and accumulation arguments, in its order.
-
-    Raises:
-      ValueError: Keras's messages.
-    """
-    if accumulation and not accumulation >= 2:
-        raise ValueError(
-            "`gradient_accumulation_steps` must be an integer >= 2. Received: "
-            f"gradient_accumulation_steps={accumulation}"
-        )
-    if use_ema:
-        if ema_momentum > 1 or ema_momentum < 0:
-            raise ValueError(
-                f"`ema_momentum` must be in the range [0, 1]. Received: ema_momentum={ema_momentum}"
-            )
-        if ema_overwrite_frequency and (
-            not isinstance(ema_overwrite_frequency, int) or ema_overwrite_frequency < 1
-        ):
-            raise ValueError(
-                "`ema_overwrite_frequency` must be an integer >= 1 or None. Received: "
-                f"ema_overwrite_frequency={ema_overwrite_frequency}"
-            )
-
-
 class Optimizer:
     """Applies gradients to variables; subclasses define the slots and the per-copy update.
 
@@ -147,7 +120,7 @@ class Optimizer:
       learning_rate: a float, a schedule (``optimizers.schedules``, called with the step
         count) or a callable of no arguments, as Keras takes it.
       name: prefixes the step counter's name; by default Keras's: the class name in snake
-        case, numbered from the second one on (``sgd``, ``sgd_1``: ``_naming.py``).
+        case, numbered from the second one on (``sgd``, ``sgd_1``: ``_arguments.py``).
       weight_decay: Keras's decoupled weight decay: before each update, every variable (but
         those excluded by ``exclude_from_weight_decay``) loses ``variable * weight_decay *
         learning_rate``.
@@ -191,7 +164,7 @@ class Optimizer:
             )
         if kwargs:
             raise ValueError(f"Argument(s) not recognized: {kwargs}")
-        _check_keras_ranges(
+        _arguments.check_keras_ranges(
             use_ema, ema_momentum, ema_overwrite_frequency, gradient_accumulation_steps
         )
         if sum(a is not None for a in (clipnorm, clipvalue, global_clipnorm)) > 1:
@@ -215,7 +188,7 @@ class Optimizer:
         self._exclude_ids: set[int] = set()
         self._exclude_pattern: re.Pattern[str] | None = None
         self._learning_rate = _learning_rate.checked(learning_rate)
-        self.name = _naming.auto_name(type(self).__name__) if name is None else name
+        self.name = _arguments.auto_name(type(self).__name__) if name is None else name
         self._iterations: Any = None
         self._slots: dict[int, list[Any]] = {}
         self._built: list[Any] = []  # the variables slots were made for, in creation order
@@ -341,6 +314,35 @@ class Optimizer:
         if entry.replica_context is not None:
             return entry.replica_context.merge_call(self._distributed_apply, args=(pairs,))
         return self._distributed_apply(entry.strategy, pairs)
+
+    def apply(self, grads: Sequence[Any], trainable_variables: Any = None) -> None:
+        """Keras 3's ``apply``: ``apply_gradients(zip(grads, trainable_variables))``, or, with
+        only ``grads``, pairs them with the variables the optimizer was built with, in order.
+        No gradients: nothing happens (the step counter stays).
+
+        Raises:
+          ValueError: only ``grads`` for an optimizer not built, or not one per variable it
+            was built with (Keras's messages).
+        """
+        grads = list(grads)
+        if not grads:
+            return
+        if trainable_variables is None:
+            if not self._is_built:
+                raise ValueError(
+                    "When passing `grads` without `variables`, the optimizer must already be "
+                    "built on a list of variables. Call `optimizer.build(trainable_variables)` "
+                    "first. "
+                )
+            if len(grads) != len(self._built):
+                raise ValueError(
+                    "When passing `grads` as a list of gradient tensors, the gradients must "
+                    "match `optimizer.variables` one-to-on. Received a list of "
+                    f"{len(grads)} gradients, but the optimizer is tracking "
+                    f"{len(self._built)} trainable variables."
+                )
+            trainable_variables = self._built
+        self.apply_gradients(zip(grads, trainable_variables, strict=False))
 
     def _distributed_apply(self, strategy: Any, pairs: Sequence[tuple[Any, Any]]) -> Any:
         given = [v for _, v in pairs]

@@ -102,7 +102,6 @@ _OPTIMIZER = (
         "assign_sub finalize_variable_values load_own_variables save_own_variables set_weights "
         "stateless_apply update_step",
     )
-    | _why("not yet: apply_gradients(zip(grads, vars)) is the way in", "apply")
     | _why("not yet: each replica's loss_scale_factor is applied to the gradients", "scale_loss")
 )
 
