@@ -37,7 +37,7 @@ PAIRS = {
     "distribute.cluster_resolver": "ClusterResolver SimpleClusterResolver SlurmClusterResolver "
     "TFConfigClusterResolver UnionResolver",
     "": "Variable IndexedSlices Module VariableAggregation VariableSynchronization TensorSpec",
-    "train": "ClusterSpec Checkpoint CheckpointManager latest_checkpoint",
+    "train": "ClusterSpec Checkpoint CheckpointManager CheckpointOptions latest_checkpoint",
     "data": "Dataset Options",
     "data.experimental": "DistributeOptions AutoShardPolicy AutotuneAlgorithm AutotuneOptions "
     "ExternalStatePolicy OptimizationOptions ServiceOptions ThreadingOptions",
