@@ -22,15 +22,13 @@ is no ``Trackable``: under TF one checkpoints ``metric.variables`` instead.)
 
 from __future__ import annotations
 
-import collections
-import re
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from mwms_mpi import _arrays
+from mwms_mpi._naming import auto_name
 from mwms_mpi.metrics import _ops
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
 from mwms_mpi.values.variables import Variable
@@ -45,20 +43,6 @@ _INITIALIZERS: dict[str, Callable[..., np.ndarray]] = {
     "zeros": np.zeros,
     "ones": np.ones,
 }
-_uids: collections.Counter[str] = collections.Counter()
-_uids_lock = threading.Lock()
-
-
-def auto_name(prefix: str) -> str:
-    """Keras's ``auto_name``: the snake-case ``prefix``, numbered from its second use in this
-    process (``"my_metric"``, ``"my_metric_1"``, ...)."""
-    name = re.sub(r"\W+", "", prefix)
-    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
-    name = re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
-    with _uids_lock:
-        count = _uids[name]
-        _uids[name] += 1
-    return f"{name}_{count}" if count else name
 
 
 def initial_value(initializer: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:

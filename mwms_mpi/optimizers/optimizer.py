@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi import _context
+from mwms_mpi import _context, _naming
 from mwms_mpi._arrays import array_module, as_dtype
 from mwms_mpi.optimizers import _arguments, _clipping, _learning_rate
 from mwms_mpi.train import _deferred
@@ -120,7 +120,7 @@ class Optimizer:
       learning_rate: a float, a schedule (``optimizers.schedules``, called with the step
         count) or a callable of no arguments, as Keras takes it.
       name: prefixes the step counter's name; by default Keras's: the class name in snake
-        case, numbered from the second one on (``sgd``, ``sgd_1``: ``_arguments.py``).
+        case, numbered from the second one on (``sgd``, ``sgd_1``: ``mwms_mpi/_naming.py``).
       weight_decay: Keras's decoupled weight decay: before each update, every variable (but
         those excluded by ``exclude_from_weight_decay``) loses ``variable * weight_decay *
         learning_rate``.
@@ -188,7 +188,7 @@ class Optimizer:
         self._exclude_ids: set[int] = set()
         self._exclude_pattern: re.Pattern[str] | None = None
         self._learning_rate = _learning_rate.checked(learning_rate)
-        self.name = _arguments.auto_name(type(self).__name__) if name is None else name
+        self.name = _naming.auto_name(type(self).__name__) if name is None else name
         self._iterations: Any = None
         self._slots: dict[int, list[Any]] = {}
         self._built: list[Any] = []  # the variables slots were made for, in creation order

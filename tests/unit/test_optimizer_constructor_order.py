@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from mwms_mpi import optimizers
+from mwms_mpi import metrics, optimizers
 
 
 @pytest.mark.parametrize(
@@ -57,3 +57,29 @@ def test_default_names_are_keras_auto_names() -> None:
         (optimizers.Adagrad, "adagrad"),
     ]:
         assert re.fullmatch(rf"{base}(_\d+)?", cls().name)
+
+
+def test_metrics_and_optimizers_share_keras_name_counter() -> None:
+    """Keras 3.15.1 counts every automatic name in one table::
+
+    class SharedName(keras.metrics.Metric): ...   # m = SharedName()
+    class SharedName(keras.optimizers.SGD): ...
+    m.name, SharedName().name, SharedName().name  # shared_name shared_name_1 shared_name_2
+    """
+
+    class SharedName(metrics.Metric):
+        def update_state(self, *args: object) -> None:
+            pass
+
+        def result(self) -> float:
+            return 0.0
+
+    m = SharedName()
+
+    class SharedName2(optimizers.SGD):
+        pass
+
+    SharedName2.__name__ = "SharedName"
+    assert [m.name, SharedName2().name, SharedName2().name] == [
+        "shared_name", "shared_name_1", "shared_name_2",
+    ]  # fmt: skip
