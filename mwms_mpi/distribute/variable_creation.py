@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _context
+from mwms_mpi._naming import agreed_name
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.values import PerReplica, select_replica
 from mwms_mpi.values.aggregation import check_mean_dtype
@@ -97,9 +98,11 @@ def create_variable(
             value_list.append(component)
         return value_list
 
-    # The purpose names the variable (TF's default name is "Variable"); an error on this worker
-    # before the broadcast (its initial value failed) is taken into the agreement.
-    purpose = f"Variable creation of `{kwargs.get('name') or 'Variable'}`"
+    # The purpose names the variable (TF's default name is "Variable") without the numbers of
+    # Keras's automatic names, which count this rank's own objects (_naming.agreed_name); an
+    # error on this worker before the broadcast (its initial value failed) is taken into the
+    # agreement.
+    purpose = f"Variable creation of `{agreed_name(kwargs.get('name') or 'Variable')}`"
     with api_call(extended._communicator, purpose):
         if refused is not None:
             raise refused

@@ -24,6 +24,7 @@ import numpy as np
 
 from mwms_mpi import _context
 from mwms_mpi._context import CommunicatorLike, StrategyLike
+from mwms_mpi._naming import agreed_name
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
 from mwms_mpi.values.convert import convert_to_dtype, truediv
@@ -37,8 +38,10 @@ def communicator_of(strategy: StrategyLike) -> CommunicatorLike | None:
 
 
 def purpose(var: Any, what: str) -> str:
-    """``"<what> of `name`"``: a variable's purpose, named by its name without ``:0``."""
-    return f"{what} of `{var._common_name}`"
+    """``"<what> of `name`"``: a variable's purpose, named by its name without ``:0`` and
+    without the numbers of Keras's automatic names, which count this rank's own objects
+    (``_naming.agreed_name``: a chief's ``mean_1`` is another worker's ``mean``)."""
+    return f"{what} of `{agreed_name(var._common_name)}`"
 
 
 # -- TF's UpdateContext ---------------------------------------------------------------------

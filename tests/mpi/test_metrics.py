@@ -101,3 +101,36 @@ def test_reads_of_different_metrics_raise_on_every_rank(strategy: Any, test_comm
     still_works(strategy)
     ok = float(first.result()) == 1.0 and float(second.result()) == 3.0  # nothing was mixed
     assert all_ranks_ok(test_comm, ok)
+
+
+class _Total(metrics.Metric):
+    """A user's metric without a name of its own: Keras names it ``_total``, ``_total_1``..."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+
+    def update_state(self, value: Any) -> None:
+        self.add_to(self.total, value)
+
+    def result(self) -> np.ndarray:
+        return self.read(self.total)
+
+
+def test_a_rank_that_made_one_more_unnamed_metric_still_reads_alike(
+    strategy: Any, test_comm: Any
+) -> None:
+    """Keras's automatic names count this process's metrics: a chief that made one more
+    unnamed metric (its own, outside the scope) names the next one ``_total_N+1`` where the
+    other ranks say ``_total_N``. TF agrees no names; the agreed creation and reads of that
+    metric's variables must not fail on the number (they raised "ranks called different
+    APIs")."""
+    if test_comm.Get_rank() == 0:
+        _Total()  # the chief's own, never used in the strategy
+    with strategy.scope():
+        total = _Total()
+    strategy.run(lambda: total.update_state(np.float32(replica_id() + 1)))
+    n = strategy.num_replicas_in_sync
+    result = total.result()
+    ok = result.dtype == np.float32 and float(result) == n * (n + 1) / 2
+    assert all_ranks_ok(test_comm, ok), f"{result!r} != {n * (n + 1) / 2}"

@@ -38,3 +38,23 @@ def test_outside_variable_refused_on_every_rank_and_scoped_one_trains_alike(
     total = k * size * (size + 1) / 2  # every replica's gradient, summed
     for copy in strategy.experimental_local_results(inside):
         np.testing.assert_array_equal(np.asarray(copy), np.array([1.0, 2.0]) - 0.5 * total)
+
+
+def test_a_rank_that_named_one_more_optimizer_still_trains_alike(
+    strategy: Any, test_comm: Any
+) -> None:
+    """Keras's automatic names count this process's objects: a chief that made one more
+    ``SGD()`` (for its own evaluation, outside the scope) names the next ``sgd_N+1`` where the
+    other ranks say ``sgd_N``. TF agrees no names and trains on; the agreement of the
+    optimizer's variable creation must not fail on the number (it raised InvalidArgumentError
+    "ranks called different APIs: Variable creation of `sgd_1/iteration` ...")."""
+    if test_comm.Get_rank() == 0:
+        optimizers.SGD(0.1)  # the chief's own, never used in the strategy
+    with strategy.scope():
+        var = mwms_mpi.Variable(np.ones(2, np.float32))
+        opt = optimizers.SGD(0.1)
+    strategy.run(lambda: opt.apply_gradients([(np.ones(2, np.float32), var)]))
+    expected = np.float32(1) - np.float32(0.1) * np.float32(strategy.num_replicas_in_sync)
+    for copy in strategy.experimental_local_results(var):
+        np.testing.assert_array_equal(np.asarray(copy), np.full(2, expected, np.float32))
+    assert int(np.asarray(opt.iterations)) == 1

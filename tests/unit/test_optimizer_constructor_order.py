@@ -16,6 +16,7 @@ import re
 import pytest
 
 from mwms_mpi import metrics, optimizers
+from mwms_mpi._naming import agreed_name
 
 
 @pytest.mark.parametrize(
@@ -83,3 +84,18 @@ def test_metrics_and_optimizers_share_keras_name_counter() -> None:
     assert [m.name, SharedName2().name, SharedName2().name] == [
         "shared_name", "shared_name_1", "shared_name_2",
     ]  # fmt: skip
+
+
+def test_agreed_names_drop_only_the_numbers_auto_name_made() -> None:
+    """The agreement of a variable's creation compares ``agreed_name``: Keras's numbers count
+    this rank's own objects, a user's ``layer_1`` is the user's."""
+
+    class AgreedOpt(optimizers.SGD):
+        pass
+
+    first, second = AgreedOpt().name, AgreedOpt().name
+    assert (first, second) == ("agreed_opt", "agreed_opt_1")
+    assert agreed_name(f"{second}/iteration") == "agreed_opt/iteration"
+    assert agreed_name("agreed_opt/iteration") == "agreed_opt/iteration"
+    assert agreed_name("layer_1/kernel") == "layer_1/kernel"
+    assert agreed_name("agreed_opt_7/iteration") == "agreed_opt_7/iteration"  # never made here
