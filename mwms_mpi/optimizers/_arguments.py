@@ -1,11 +1,33 @@
-"""Keras's rules for the optimizers' constructor arguments: the checks of the EMA and
-accumulation settings. (The default names are Keras's ``auto_name``: ``mwms_mpi/_naming.py``;
-an optimizer's name prefixes its step counter's, ``adam/iteration``, ``adam_1/iteration``.)
+"""Keras's rules for the optimizers' constructor arguments: the base arguments every
+optimizer hands on, and the checks of the EMA and accumulation settings. (The default names
+are Keras's ``auto_name``: ``mwms_mpi/_naming.py``; an optimizer's name prefixes its step
+counter's, ``adam/iteration``, ``adam_1/iteration``.)
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+# Keras's base optimizer arguments, in Keras's order. Every optimizer's signature spells them
+# out after its own (so that a positional call binds as in Keras) and hands them on by keyword.
+BASE_ARGUMENTS = (
+    "weight_decay",
+    "clipnorm",
+    "clipvalue",
+    "global_clipnorm",
+    "use_ema",
+    "ema_momentum",
+    "ema_overwrite_frequency",
+    "loss_scale_factor",
+    "gradient_accumulation_steps",
+    "name",
+)
+
+
+def base_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The base arguments out of a constructor's ``locals()``, for ``super().__init__``."""
+    return {name: arguments[name] for name in BASE_ARGUMENTS}
 
 
 def check_keras_ranges(

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi._arrays import array_module
-from mwms_mpi.optimizers import _sparse
+from mwms_mpi.optimizers import _arguments, _sparse
 from mwms_mpi.optimizers.optimizer import Optimizer, dense_grad
 
 
@@ -48,20 +48,7 @@ class Adagrad(Optimizer):
         name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(
-            learning_rate,
-            weight_decay,
-            clipnorm,
-            clipvalue,
-            global_clipnorm,
-            use_ema,
-            ema_momentum,
-            ema_overwrite_frequency,
-            loss_scale_factor,
-            gradient_accumulation_steps,
-            name,
-            **kwargs,
-        )
+        super().__init__(learning_rate, **_arguments.base_arguments(locals()), **kwargs)
         self.initial_accumulator_value = initial_accumulator_value
         self.epsilon = epsilon
 

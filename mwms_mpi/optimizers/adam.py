@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi._arrays import array_module
-from mwms_mpi.optimizers import _sparse
+from mwms_mpi.optimizers import _arguments, _sparse
 from mwms_mpi.optimizers.optimizer import Optimizer, dense_grad
 
 
@@ -49,20 +49,7 @@ class Adam(Optimizer):
         name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(
-            learning_rate,
-            weight_decay,
-            clipnorm,
-            clipvalue,
-            global_clipnorm,
-            use_ema,
-            ema_momentum,
-            ema_overwrite_frequency,
-            loss_scale_factor,
-            gradient_accumulation_steps,
-            name,
-            **kwargs,
-        )
+        super().__init__(learning_rate, **_arguments.base_arguments(locals()), **kwargs)
         self.beta_1, self.beta_2, self.epsilon, self.amsgrad = beta_1, beta_2, epsilon, amsgrad
         self._slot_names = (
             ("momentum", "velocity", "velocity_hat") if amsgrad else ("momentum", "velocity")
@@ -167,16 +154,7 @@ class AdamW(Adam):
             beta_2,
             epsilon,
             amsgrad,
-            weight_decay,
-            clipnorm,
-            clipvalue,
-            global_clipnorm,
-            use_ema,
-            ema_momentum,
-            ema_overwrite_frequency,
-            loss_scale_factor,
-            gradient_accumulation_steps,
-            name,
+            **_arguments.base_arguments(locals()),
             **kwargs,
         )
         if self.weight_decay is None:

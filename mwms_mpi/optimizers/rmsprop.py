@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi._arrays import array_module
-from mwms_mpi.optimizers import _sparse
+from mwms_mpi.optimizers import _arguments, _sparse
 from mwms_mpi.optimizers.optimizer import Optimizer, dense_grad
 
 
@@ -53,20 +53,7 @@ class RMSprop(Optimizer):
         name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(
-            learning_rate,
-            weight_decay,
-            clipnorm,
-            clipvalue,
-            global_clipnorm,
-            use_ema,
-            ema_momentum,
-            ema_overwrite_frequency,
-            loss_scale_factor,
-            gradient_accumulation_steps,
-            name,
-            **kwargs,
-        )
+        super().__init__(learning_rate, **_arguments.base_arguments(locals()), **kwargs)
         self.rho, self.momentum, self.epsilon, self.centered = rho, momentum, epsilon, centered
         # Keras builds them in this order: velocities, momentums, average gradients.
         self._slot_names = (

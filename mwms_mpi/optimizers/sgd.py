@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi.optimizers import _sparse
+from mwms_mpi.optimizers import _arguments, _sparse
 from mwms_mpi.optimizers.optimizer import Optimizer, dense_grad
 
 
@@ -45,20 +45,7 @@ class SGD(Optimizer):
     ) -> None:
         if not isinstance(momentum, float | int) or momentum < 0 or momentum > 1:
             raise ValueError("`momentum` must be a float between [0, 1].")
-        super().__init__(
-            learning_rate,
-            weight_decay,
-            clipnorm,
-            clipvalue,
-            global_clipnorm,
-            use_ema,
-            ema_momentum,
-            ema_overwrite_frequency,
-            loss_scale_factor,
-            gradient_accumulation_steps,
-            name,
-            **kwargs,
-        )
+        super().__init__(learning_rate, **_arguments.base_arguments(locals()), **kwargs)
         self.momentum = float(momentum)
         self.nesterov = nesterov
         self._slot_names = ("momentum",) if self.momentum else ()
