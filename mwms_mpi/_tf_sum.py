@@ -112,7 +112,7 @@ def _add(a: Any, b: Any) -> Any:
     """``a + b`` as TF's CPU kernels add: float16 (Eigen's ``half``) through float32, rounded
     once, which gives numpy's value but keeps the first operand's NaN where both are NaN (numpy's
     float16 addition keeps the second's)."""
-    if np.result_type(a) == np.float16:
+    if a.dtype == np.float16:  # numpy arrays and scalars only (never a Python number)
         return np.asarray(np.asarray(a, np.float32) + np.asarray(b, np.float32)).astype(np.float16)
     return a + b
 

@@ -214,8 +214,8 @@ class Metric:
         # float16 adds in float32, rounded once, as TF's kernel (Eigen's half) does: the same
         # value, but the first operand's NaN where both are NaN (numpy's keeps the second's)
         add = _ops.FLOAT32 if wide == np.float16 else wide
-        new = np.asarray(self.read(variable).astype(add) + delta.astype(add)).astype(wide)
-        new = new.astype(dtype)
+        total = self.read(variable).astype(add, copy=False) + delta.astype(add, copy=False)
+        new = np.asarray(total).astype(wide, copy=False).astype(dtype, copy=False)
         variable.assign(new, read_value=False)
 
     def reset_state(self) -> None:
