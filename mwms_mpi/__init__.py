@@ -8,6 +8,7 @@ from mwms_mpi import _interpreter
 _interpreter.check()  # first: another Python than the venv's gets one message saying so
 
 from mwms_mpi import _lifecycle, _logging, config, data, distribute, errors, metrics, nn, train
+from mwms_mpi._name_scope import get_current_name_scope, name_scope
 from mwms_mpi.train.module import Module
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
 from mwms_mpi.values import IndexedSlices, Variable
@@ -22,7 +23,9 @@ __all__ = [
     "data",
     "distribute",
     "errors",
+    "get_current_name_scope",
     "metrics",
+    "name_scope",
     "nn",
     "train",
 ]

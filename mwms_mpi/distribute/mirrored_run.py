@@ -18,7 +18,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from mwms_mpi import _context
+from mwms_mpi import _context, _name_scope
 from mwms_mpi.collective import call_context
 from mwms_mpi.distribute.replica_context import ReplicaContext
 from mwms_mpi.values import regroup, select_replica
@@ -143,7 +143,9 @@ def call_for_each_replica(
       Exception: whatever ``fn`` or a merge function raised.
     """
     if len(contexts) == 1:
-        with contexts[0]:
+        # the name scopes TF's replica thread would have (the root; merge functions get the
+        # caller's back): _name_scope.replica_root
+        with contexts[0], _name_scope.replica_root():
             result = fn(*select_replica(0, args), **select_replica(0, kwargs))
         # regrouped as TF regroups one replica's results: a component variable comes back as
         # its distributed variable (value_container), everything else as it is

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi import _context, nest
+from mwms_mpi import _context, _name_scope, nest
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.distribute._types import StrategyProtocol
 from mwms_mpi.types import CommunicationOptions, ReduceOp, as_reduce_op, reduce_op_and_text
@@ -84,7 +84,7 @@ class ReplicaContext:
         return self._merge_call(merge_fn, tuple(args), kwargs or {})
 
     def _merge_call(self, merge_fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-        with _context.scope(self._merge_entry):
+        with _context.scope(self._merge_entry), _name_scope.merge_scope():
             return select_replica(0, merge_fn(self._strategy, *args, **kwargs))
 
     def all_reduce(

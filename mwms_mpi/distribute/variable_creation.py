@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi import _context
+from mwms_mpi import _context, _name_scope
 from mwms_mpi._naming import agreed_name
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.values import PerReplica, select_replica
@@ -65,11 +65,15 @@ def create_variable(
     """
     replica_context = _context.current().replica_context
     if replica_context is not None:
+        # TF's replica 0 makes the variable in its own thread, in its name scope: this
+        # closure is replica 0's (merge_call runs the first replica's merge function)
+        replica_scope = _name_scope.current_scope()
 
         def merge_fn(_: Any, **merged: Any) -> DistributedVariable:
             refused = _mismatching_name(merged.get("name"))
             first = select_replica(0, merged)
-            return create_variable(extended, next_creator, broadcast, refused, **first)
+            with _name_scope.entered(replica_scope):
+                return create_variable(extended, next_creator, broadcast, refused, **first)
 
         return replica_context.merge_call(merge_fn, kwargs=kwargs)
     colocate = getattr(extended, "_colocate_with", None)
@@ -92,7 +96,8 @@ def create_variable(
                 initial = gpus.place(initial, i)
             kw_i = dict(kw, initial_value=initial)
             if i > 0:
-                kw_i["name"] = f"{value_list[0].name.split(':')[0]}/replica_{i}"
+                # absolute (a trailing slash), as TF's: the first's name has the scope
+                kw_i["name"] = f"{value_list[0].name[:-2]}/replica_{i}/"
             component = next_creator(**kw_i)
             component._device = device
             value_list.append(component)

@@ -469,7 +469,7 @@ class Optimizer:
                         Variable(
                             self._slot_initial_value(slot, xp.zeros(shape, dtype)),
                             trainable=False,
-                            name=f"{base}/{slot}",
+                            name=f"{base}/{slot}/",  # absolute: base has the scope
                         )
                         for slot in self._slot_names
                     ]

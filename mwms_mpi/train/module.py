@@ -9,17 +9,19 @@ are made lazily (built on first call, as a Keras layer builds its kernel) derive
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from mwms_mpi import nest
+from mwms_mpi import _name_scope, nest
 from mwms_mpi.train import _deferred
 from mwms_mpi.train._walk import is_variable
 
 # TF's module.py: ``_CAMEL_TO_SNAKE_R`` and ``_VALID_IDENTIFIER``
 _CAMEL_TO_SNAKE = re.compile(r"((?<=[a-z0-9])[A-Z]|(?!^)[A-Z](?=[a-z]))")
 _VALID_IDENTIFIER = re.compile(r"^[a-zA-Z_]([a-zA-Z0-9_])*$")
+_NOT_CHILDREN = frozenset(("_name", "_name_scope"))  # the module's own, never saved
 
 
 class Module:
@@ -47,6 +49,10 @@ class Module:
                 "identifiers (e.g. a valid class name)."
             )
         object.__setattr__(self, "_name", name)
+        # TF's: the scope entered once here, kept whole (``outer/name/``), so that entering it
+        # later, anywhere, names variables as if inside the scope the module was made in
+        with _name_scope.name_scope(name) as scope:
+            object.__setattr__(self, "_name_scope", _name_scope.name_scope(scope))
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -54,12 +60,33 @@ class Module:
 
     def _trackable_children(self) -> dict[str, Any]:
         """What a ``Checkpoint`` saves of the module: every attribute but its name, by name."""
-        return {k: v for k, v in sorted(vars(self).items()) if k != "_name"}
+        return {k: v for k, v in sorted(vars(self).items()) if k not in _NOT_CHILDREN}
 
     @property
     def name(self) -> str:
         """The module's name."""
         return str(self.__dict__.get("_name") or _snake(type(self).__name__))
+
+    @property
+    def name_scope(self) -> _name_scope.name_scope:
+        """``tf.Module.name_scope``: the module's name scope, made with the module (so
+        ``outer/module/`` for a module made inside ``name_scope("outer")``). Variables made
+        in ``with self.name_scope:`` are named ``outer/module/<name>:0``."""
+        scope = self.__dict__.get("_name_scope")
+        if scope is None:  # a subclass that did not call Module.__init__
+            scope = _name_scope.name_scope(f"{self.name}/")
+        return scope
+
+    @classmethod
+    def with_name_scope(cls, method: Callable[..., Any]) -> Callable[..., Any]:
+        """``tf.Module.with_name_scope``: decorates a method to run in ``self.name_scope``."""
+
+        @functools.wraps(method)
+        def method_with_name_scope(self: Module, *args: Any, **kwargs: Any) -> Any:
+            with self.name_scope:
+                return method(self, *args, **kwargs)
+
+        return method_with_name_scope
 
     @property
     def variables(self) -> tuple[Any, ...]:

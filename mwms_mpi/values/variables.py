@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import mwms_mpi.values.array_reads as reads
-from mwms_mpi import _arrays, _context
+from mwms_mpi import _arrays, _context, _name_scope
 from mwms_mpi._context import StrategyLike
 from mwms_mpi.types import VariableAggregation, VariableSynchronization
 from mwms_mpi.values._base import VariableBase
@@ -127,7 +127,8 @@ class Variable(
         ``synchronization`` is ``ON_READ``.
       validate_shape: accepted for TF compatibility (shapes are always checked).
       caching_device: accepted and ignored.
-      name: the name; ``"Variable"`` by default. The variable's ``name`` is ``name + ":0"``.
+      name: the name; ``"Variable"`` by default. The variable's ``name`` is the current name
+        scope, then ``name``, then ``":0"`` (``name_scope``: ``_name_scope.variable_name``).
       variable_def: not supported; must be ``None``.
       dtype: the dtype to convert the initial value to; inferred as ``tf.constant`` does.
       import_scope: accepted and ignored.
@@ -183,7 +184,7 @@ class Variable(
                 f"In this `tf.Variable` creation, the initial value's shape ({value.shape}) is "
                 f"not compatible with the explicitly supplied `shape` argument ({self._shape})."
             )
-        self._name = f"{name if name is not None else 'Variable'}:0"
+        self._name = _name_scope.variable_name(name)
         self._constraint = constraint
         self._distributed_container: Any = None
 

@@ -112,9 +112,6 @@ NOT_YET: dict[str, dict[str, str]] = {
     "values.MirroredVariable": _DISTRIBUTED_VARIABLE,
     "values.SyncOnReadVariable": _DISTRIBUTED_VARIABLE,
     "IndexedSlices": _why("graph mode: everything here is eager", "consumers graph op"),
-    "Module": _why(
-        "not yet: TF's name scopes also prefix variable names", "name_scope with_name_scope"
-    ),
     "TensorSpec": _why(
         "not yet: TF's TypeSpec machinery (protos, tracing types, supertypes)",
         "cast experimental_as_proto experimental_from_proto experimental_type_proto flatten "
