@@ -97,6 +97,19 @@ class MirroredReplicaContext(ReplicaContext):
 
     _thread: _ReplicaThread | None = None
 
+    @property
+    def devices(self) -> Any:
+        """TF's ``_MirroredReplicaContext.devices``: ``[worker_devices_by_replica[i]]``, a list
+        holding this replica's list of devices, ``i`` the replica's id in the sync group.
+
+        TF indexes this worker's list with the global id, so on a MultiWorkerMirroredStrategy
+        worker past the first it raises ``IndexError`` (kept: docs/architecture.md, "Deliberate
+        differences", TF's own failures).
+        """
+        _context.require_replica_context(self)
+        by_replica: list[list[str]] = self._strategy.extended.worker_devices_by_replica  # type: ignore[attr-defined]
+        return [by_replica[self._replica_id]]
+
     def _merge_call(self, merge_fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         t = self._thread
         if t is None or threading.current_thread() is not t:
@@ -128,7 +141,7 @@ def call_for_each_replica(
 
     Args:
       strategy: the strategy whose replicas run ``fn``.
-      contexts: one replica context per local replica (``MirroredReplicaContext`` for k > 1).
+      contexts: one replica context per local replica, made for this call.
       fn: the replica function.
       args: positional arguments; ``PerReplica`` values are unwrapped per replica.
       kwargs: keyword arguments, likewise.

@@ -34,7 +34,6 @@ from mwms_mpi.distribute.input_lib import (
 )
 from mwms_mpi.distribute.mirrored_run import MirroredReplicaContext, call_for_each_replica
 from mwms_mpi.distribute.multi_step import run_steps_on_iterator
-from mwms_mpi.distribute.replica_context import ReplicaContext
 from mwms_mpi.distribute.variable_creation import (
     create_variable,
     read_var,
@@ -128,12 +127,8 @@ class MirroredExtended(StrategyExtended):
         self._gpus: GpuPlacement | None = gpus
         self._devices = devices
         self._num_replicas_in_sync = len(devices) * num_workers
-        strategy = self._container_strategy()
         base = id_in_cluster * len(devices)
-        context_class = ReplicaContext if len(devices) == 1 else MirroredReplicaContext
-        self._replica_contexts = tuple(
-            context_class(strategy, base + i) for i in range(len(devices))
-        )
+        self._replica_ids = tuple(range(base, base + len(devices)))
 
     # -- replica execution -------------------------------------------------------------------
 
@@ -144,9 +139,14 @@ class MirroredExtended(StrategyExtended):
 
     def _call_for_each_replica(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         gpus = self._gpus
+        strategy = self._container_strategy()
+        # new contexts for each run, as TF's threads make them: a context kept from an earlier
+        # run is not current in this one ("Mismatching ReplicaContext."); TF's class with one
+        # replica too (_MirroredReplicaContext)
+        contexts = tuple(MirroredReplicaContext(strategy, i) for i in self._replica_ids)
         return call_for_each_replica(
-            self._container_strategy(),
-            self._replica_contexts,
+            strategy,
+            contexts,
             fn,
             args,
             kwargs,

@@ -62,11 +62,18 @@ class ReplicaContext:
         return np.int32(self._replica_id)
 
     @property
-    def devices(self) -> tuple[str, ...]:
-        """Returns the devices this replica is to be executed on, as a tuple of strings."""
-        devices = self._strategy.extended.worker_devices
-        local = self._replica_id % len(devices)
-        return (devices[local],)
+    def devices(self) -> Any:
+        """Returns the devices this replica is to be executed on, as a tuple of strings.
+
+        TF's ``(device_util.current(),)``: eagerly, outside any ``tf.device`` (which mwms_mpi
+        has not), the current device is ``''``. The strategies' replica contexts
+        (``MirroredReplicaContext``) answer their replica's devices instead.
+
+        Raises:
+          RuntimeError: unless this is the current replica context (TF checks it first).
+        """
+        _context.require_replica_context(self)
+        return ("",)
 
     def merge_call(
         self,

@@ -1,0 +1,107 @@
+"""``ReplicaContext.devices`` and replica contexts per ``run``, against TF 2.21.
+
+Every expected value is what TF 2.21.0 did when the same program ran under it (a differential
+probe of ``strategy.run``/``merge_call``/contexts, run with TF's own Python in a scratch
+directory: M1 and M2 are ``MirroredStrategy`` over one and two logical CPUs, the default
+strategy is ``tf.distribute.get_strategy()`` outside any scope). TF is never imported here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import mwms_mpi.distribute as ds
+
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
+MIXING = r"^Mismatching tf\.distribute\.Strategy objects: .*_DefaultDistributionStrategy"
+
+
+@pytest.fixture(scope="module")
+def m1() -> ds.MirroredStrategy:
+    return ds.MirroredStrategy(["/cpu:0"])
+
+
+@pytest.fixture(scope="module")
+def m2() -> ds.MirroredStrategy:
+    return ds.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+
+def _devices_per_replica(strategy: Any) -> dict[int, Any]:
+    seen: dict[int, Any] = {}
+
+    def fn() -> None:
+        rc = ds.get_replica_context()
+        seen[int(rc.replica_id_in_sync_group)] = rc.devices
+
+    strategy.run(fn)
+    return seen
+
+
+# -- ReplicaContext.devices ---------------------------------------------------------------------
+
+
+def test_default_replica_context_devices_is_the_current_device() -> None:
+    """TF: ``(device_util.current(),)``, ``('',)`` eagerly outside any ``tf.device`` (the
+    default replica context, at top level and in the default strategy's scope)."""
+    rc = ds.get_replica_context()
+    assert rc.devices == ("",) and type(rc.devices) is tuple
+    with ds.get_strategy().scope():
+        assert ds.get_replica_context().devices == ("",)
+
+
+def test_default_strategy_run_devices() -> None:
+    """TF: the default strategy's ``run`` context (a plain ``ReplicaContext``) answers ``('',)``."""
+    assert _devices_per_replica(ds.get_strategy()) == {0: ("",)}
+
+
+def test_mirrored_devices_are_a_nested_list(m1: Any, m2: Any) -> None:
+    """TF's ``_MirroredReplicaContext.devices``: ``[worker_devices_by_replica[replica_id]]``, a
+    list holding the replica's list of devices (also with one replica)."""
+    assert _devices_per_replica(m1) == {0: [[CPU0]]}
+    assert _devices_per_replica(m2) == {0: [[CPU0]], 1: [[CPU1]]}
+    assert all(type(d) is list and type(d[0]) is list for d in _devices_per_replica(m2).values())
+
+
+def test_devices_needs_its_own_replica_context(m2: ds.MirroredStrategy) -> None:
+    """TF checks ``require_replica_context(self)`` first: outside its run the error names the
+    strategies, in a merge function there is no replica context."""
+    kept: list[Any] = []
+    m2.run(lambda: kept.append(ds.get_replica_context()))
+    with pytest.raises(RuntimeError, match=MIXING):
+        _ = kept[0].devices
+    seen: list[str] = []
+
+    def merge_fn(strategy: Any) -> None:
+        try:
+            _ = kept[0].devices
+        except RuntimeError as exc:
+            seen.append(str(exc))
+
+    m2.run(lambda: ds.get_replica_context().merge_call(merge_fn))
+    assert seen == ["Need to be inside `call_for_each_replica()`"]
+    top = ds.get_replica_context()
+    with m2.scope(), pytest.raises(RuntimeError, match=r"^Need to be inside `call_for_each_"):
+        _ = top.devices
+
+
+# -- a replica context belongs to one run -------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_each_run_has_new_replica_contexts(k: int, m1: Any, m2: Any) -> None:
+    """TF builds the replica contexts in each ``run``: a context kept from an earlier run is
+    not the current one, and its ``merge_call`` raises "Mismatching ReplicaContext." (with one
+    replica as with two); its class is ``_MirroredReplicaContext`` with one replica too."""
+    strategy = m1 if k == 1 else m2
+    first: list[Any] = []
+    second: list[Any] = []
+    strategy.run(lambda: first.append(ds.get_replica_context()))
+    strategy.run(lambda: second.append(ds.get_replica_context()))
+    assert len(first) == len(second) == k
+    assert not any(a is b for a, b in zip(first, second, strict=True))
+    assert {type(c).__name__ for c in first} == {"MirroredReplicaContext"}
+    with pytest.raises(RuntimeError, match=r"^Mismatching ReplicaContext\.$"):
+        strategy.run(lambda: first[0].merge_call(lambda s: 1))
