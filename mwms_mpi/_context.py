@@ -232,11 +232,13 @@ class ContextEntry:
         distribute layer registered its default).
       cross_replica_context: the strategy when in cross-replica context, else ``None``.
       replica_context: the current replica context object, else ``None``.
+      default_scope: pushed by the default strategy's ``scope()`` (``default_scope_entry``).
     """
 
     strategy: StrategyLike | None
     cross_replica_context: StrategyLike | None
     replica_context: ReplicaContextLike | None
+    default_scope: bool = False
 
 
 Token = tuple[ContextEntry, ...]
@@ -258,15 +260,11 @@ _default_entry: ContextEntry | None = None
 
 
 def set_default_factory(factory: Callable[[], ContextEntry] | None) -> None:
-    """Registers how to build the process default entry (the default strategy's context).
-
-    The distribute layer calls this at import; the factory runs once, on the first
-    :func:`current` that finds an empty stack. Registering again drops the built default, so a
-    test may install its own. ``None`` unregisters (the default is then all ``None``).
-
-    Args:
-      factory: a callable returning the default ``ContextEntry``, or ``None``.
-    """
+    """Registers how to build the process default entry (the default strategy's context):
+    ``factory`` returns that ``ContextEntry``. The distribute layer calls this at import; the
+    factory runs once, on the first :func:`current` that finds an empty stack. Registering again
+    drops the built default, so a test may install its own; ``None`` unregisters (the default
+    is then all ``None``)."""
     global _default_factory, _default_entry
     with _default_lock:
         _default_factory = factory
@@ -274,11 +272,8 @@ def set_default_factory(factory: Callable[[], ContextEntry] | None) -> None:
 
 
 def get_default() -> ContextEntry:
-    """Returns the process default entry, building it on first use.
-
-    Returns:
-      The entry the registered factory built, or ``ContextEntry(None, None, None)`` when no
-      factory is registered.
+    """Returns the process default entry, building it on first use: the entry the registered
+    factory built, or ``ContextEntry(None, None, None)`` when no factory is registered.
 
     Raises:
       RuntimeError: if the factory itself asks for the default (it would recurse forever).
@@ -386,13 +381,10 @@ def in_cross_replica_context() -> bool:
 
 def in_replica_function() -> bool:
     """Whether a replica context other than the default one is current: inside
-    ``strategy.run`` / ``call_for_each_replica`` (the default strategy's ``run`` included).
-
-    TF's test ``get_replica_context() not in (None, _get_default_replica_context())``
+    ``strategy.run`` / ``call_for_each_replica`` (the default strategy's ``run`` included). TF's
+    test ``get_replica_context() not in (None, _get_default_replica_context())``
     (``StrategyExtendedV2.update``), the one home of it: outside any strategy the default
-    replica context is current, and inside ``scope()`` or a merge function there is none, so
-    both answer ``False``.
-    """
+    replica context is current, and inside ``scope()`` or a merge function there is none."""
     ctx = current().replica_context
     return ctx is not None and ctx is not get_default().replica_context
 
@@ -402,12 +394,20 @@ def has_strategy() -> bool:
     return current().strategy is not get_default().strategy
 
 
+def default_scope_entry() -> ContextEntry:
+    """What the default strategy's ``scope()`` pushes. As TF's ``_DefaultDistributionContext``
+    it changes no context (in the default strategy's ``run`` or merge function too): the current
+    entry again, marked; at top level the default entry itself, which nothing else pushes (and
+    ``require_cross_replica_or_default`` knows by identity)."""
+    entry = current()
+    return entry if entry is get_default() else dataclasses.replace(entry, default_scope=True)
+
+
 def default_scope_entered() -> bool:
     """Whether the default strategy's ``scope()`` is entered in this thread (replica threads
-    inherit the stack): that scope pushes the process default entry itself, which nothing else
-    pushes (it changes no context, as TF's ``_DefaultDistributionContext`` does not)."""
+    inherit the stack): an entry ``default_scope_entry`` made is on it."""
     default = _default_entry
-    return default is not None and any(entry is default for entry in _local.entries)
+    return any(entry is default or entry.default_scope for entry in _local.entries)
 
 
 def check_default_scope_creator() -> None:

@@ -60,8 +60,9 @@ class _CurrentDistributionContext:
 
 
 class _DefaultDistributionContext:
-    """The default strategy's ``scope()``: as TF's, it changes no context. It pushes the default
-    entry itself, for other strategies' creators to refuse (``check_default_scope_creator``)."""
+    """The default strategy's ``scope()``: as TF's, it changes no context. It pushes the current
+    entry marked (``_context.default_scope_entry``), for other strategies' creators to refuse
+    (``check_default_scope_creator``)."""
 
     def __init__(self, strategy: Strategy) -> None:
         self._strategy = strategy
@@ -70,7 +71,7 @@ class _DefaultDistributionContext:
     def __enter__(self) -> Strategy:
         if _context.has_strategy():  # TF checks this before anything else
             raise RuntimeError("Must not nest tf.distribute.Strategy scopes.")
-        self._tokens.append(_context.push(_context.get_default()))
+        self._tokens.append(_context.push(_context.default_scope_entry()))
         return self._strategy
 
     def __exit__(self, *exc: object) -> None:

@@ -211,6 +211,7 @@ def test_entry_is_frozen_and_compares_by_value() -> None:
         "strategy",
         "cross_replica_context",
         "replica_context",
+        "default_scope",
     ]
 
 

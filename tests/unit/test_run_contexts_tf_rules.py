@@ -1,4 +1,5 @@
-"""``ReplicaContext.devices`` and replica contexts per ``run``, against TF 2.21.
+"""``ReplicaContext.devices``, replica contexts per ``run``, and the default strategy's scope
+inside a replica function or a merge function, against TF 2.21.
 
 Every expected value is what TF 2.21.0 did when the same program ran under it (a differential
 probe of ``strategy.run``/``merge_call``/contexts, run with TF's own Python in a scratch
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 import mwms_mpi.distribute as ds
@@ -105,3 +107,72 @@ def test_each_run_has_new_replica_contexts(k: int, m1: Any, m2: Any) -> None:
     assert {type(c).__name__ for c in first} == {"MirroredReplicaContext"}
     with pytest.raises(RuntimeError, match=r"^Mismatching ReplicaContext\.$"):
         strategy.run(lambda: first[0].merge_call(lambda s: 1))
+
+
+# -- the default strategy's scope changes no context -------------------------------------------
+
+
+def test_default_scope_in_default_run_keeps_the_replica_context() -> None:
+    """TF: inside the default strategy's ``run`` its scope leaves the run's ``ReplicaContext``
+    current (an int32 replica id), in replica context."""
+    d = ds.get_strategy()
+
+    def fn() -> Any:
+        with d.scope():
+            rc = ds.get_replica_context()
+            return type(rc).__name__, rc.replica_id_in_sync_group, ds.in_cross_replica_context()
+
+    name, rid, cross = d.run(fn)
+    assert (name, cross) == ("ReplicaContext", False)
+    assert type(rid) is not int and np.asarray(rid).dtype == np.int32
+
+
+def test_default_scope_in_default_merge_fn_stays_cross_replica() -> None:
+    """TF: in the default strategy's merge function its scope keeps the cross-replica context."""
+    d = ds.get_strategy()
+
+    def merge_fn(strategy: Any) -> Any:
+        with strategy.scope():
+            return ds.in_cross_replica_context(), ds.get_replica_context()
+
+    assert d.run(lambda: ds.get_replica_context().merge_call(merge_fn)) == (True, None)
+
+
+@pytest.mark.parametrize(
+    "program",
+    ["run_in_run", "call_for_each_replica_in_run", "run_in_scope_in_run"],
+)
+def test_default_run_inside_default_run_raises(program: str) -> None:
+    """TF: the default strategy's ``run`` (or ``call_for_each_replica``) inside its own run
+    needs cross-replica context, also with its scope entered (the scope changes nothing)."""
+    d = ds.get_strategy()
+
+    def scoped() -> Any:
+        with d.scope():
+            return d.run(lambda: 1)
+
+    inner = {
+        "run_in_run": lambda: d.run(lambda: 1),
+        "call_for_each_replica_in_run": lambda: d.extended.call_for_each_replica(lambda: 1),
+        "run_in_scope_in_run": scoped,
+    }[program]
+    with pytest.raises(
+        RuntimeError,
+        match=r"^Method requires being in cross-replica context, use get_replica_context\(\)",
+    ):
+        d.run(inner)
+
+
+def test_other_strategy_variable_in_default_scope_in_default_run(m1: Any) -> None:
+    """TF's default scope installs its creator check wherever it is entered: a variable made in
+    another strategy's scope inside it raises "Mixing different", inside ``run`` too."""
+    import mwms_mpi
+
+    d = ds.get_strategy()
+
+    def fn() -> Any:
+        with d.scope(), m1.scope():
+            return mwms_mpi.Variable(1.0)
+
+    with pytest.raises(RuntimeError, match=r"^Mixing different tf\.distribute\.Strategy objects"):
+        d.run(fn)
