@@ -22,12 +22,12 @@ def get_replica_context() -> ReplicaContext | None:
 def get_cross_replica_context() -> Strategy | None:
     """Returns the current strategy if in a cross-replica context, else ``None``.
 
-    Outside any strategy it returns the default strategy, as TF does.
+    TF 2.21's ``distribute_lib.get_cross_replica_context`` (exported by neither ``tf.distribute``
+    nor ``tf.compat.v1``): the thread mode's cross-replica context, so ``None`` outside any
+    strategy too (the default replica context is current there; exactly one of this and
+    ``get_replica_context()`` is ``None``).
     """
-    entry = _context.current()
-    if entry is _context.get_default():
-        return cast("Strategy | None", entry.strategy)
-    return cast("Strategy | None", entry.cross_replica_context)
+    return cast("Strategy | None", _context.current().cross_replica_context)
 
 
 def in_cross_replica_context() -> bool:

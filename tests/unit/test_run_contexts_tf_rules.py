@@ -176,3 +176,32 @@ def test_other_strategy_variable_in_default_scope_in_default_run(m1: Any) -> Non
 
     with pytest.raises(RuntimeError, match=r"^Mixing different tf\.distribute\.Strategy objects"):
         d.run(fn)
+
+
+# -- get_cross_replica_context ------------------------------------------------------------------
+
+
+def test_get_cross_replica_context_is_none_outside_cross_replica_context(m2: Any) -> None:
+    """TF 2.21's ``distribute_lib.get_cross_replica_context()`` (no public export) is the thread
+    mode's ``cross_replica_context``: ``None`` at top level and in the default strategy's scope
+    (exactly one of it and ``get_replica_context()`` is ``None``); the strategy in a scope or a
+    merge function, the default strategy in the default strategy's merge function."""
+    d = ds.get_strategy()
+    assert ds.get_cross_replica_context() is None
+    with d.scope():
+        assert ds.get_cross_replica_context() is None
+    with m2.scope():
+        assert ds.get_cross_replica_context() is m2
+    seen: list[Any] = []
+    m2.run(
+        lambda: ds.get_replica_context().merge_call(
+            lambda s: seen.append(ds.get_cross_replica_context())
+        )
+    )
+    d.run(
+        lambda: ds.get_replica_context().merge_call(
+            lambda s: seen.append(ds.get_cross_replica_context())
+        )
+    )
+    ds.get_replica_context().merge_call(lambda s: seen.append(ds.get_cross_replica_context()))
+    assert seen[0] is m2 and seen[1] is d and seen[2] is d and len(seen) == 3
