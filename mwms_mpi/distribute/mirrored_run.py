@@ -112,8 +112,11 @@ class MirroredReplicaContext(ReplicaContext):
 
     def _merge_call(self, merge_fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         t = self._thread
-        if t is None or threading.current_thread() is not t:
-            return super()._merge_call(merge_fn, args, kwargs)
+        if t is None or threading.current_thread() is not t:  # one local replica: no thread
+            # TF runs it in a replica thread too, which hands back select_replica(0, result),
+            # and the merge function in the caller's name scope (_name_scope.merge_scope)
+            with _name_scope.merge_scope():
+                return select_replica(0, super()._merge_call(merge_fn, args, kwargs))
         if t.coord.should_stop():  # told to stop already: nobody would resume this replica
             raise _RequestedStop()
         t.merge_fn, t.merge_args, t.merge_kwargs = merge_fn, args, kwargs

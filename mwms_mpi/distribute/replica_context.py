@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi import _context, _name_scope, nest
+from mwms_mpi import _context, nest
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.distribute._types import StrategyProtocol
 from mwms_mpi.types import CommunicationOptions, ReduceOp, as_reduce_op, reduce_op_and_text
-from mwms_mpi.values import IndexedSlices, select_replica
+from mwms_mpi.values import IndexedSlices
 from mwms_mpi.values.convert import as_array
 from mwms_mpi.values.structure import of as structure_of
 
@@ -85,14 +85,17 @@ class ReplicaContext:
 
         ``merge_fn(strategy, *args, **kwargs)`` runs once per worker with ``PerReplica`` values
         regrouped from every local replica's arguments; each replica gets its part of the
-        result back.
+        result back. As in TF, only ``kwargs=None`` becomes ``{}`` and ``args`` is unpacked as
+        given (``*args``, ``**kwargs``: Python's own errors for a non-iterable or a list).
         """
         _context.require_replica_context(self)
-        return self._merge_call(merge_fn, tuple(args), kwargs or {})
+        return self._merge_call(merge_fn, args, {} if kwargs is None else kwargs)
 
     def _merge_call(self, merge_fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-        with _context.scope(self._merge_entry), _name_scope.merge_scope():
-            return select_replica(0, merge_fn(self._strategy, *args, **kwargs))
+        """TF's default implementation, for one replica without a replica thread (the default
+        strategy's contexts): ``merge_fn``'s result itself, unselected."""
+        with _context.scope(self._merge_entry):
+            return merge_fn(self._strategy, *args, **kwargs)
 
     def all_reduce(
         self,

@@ -205,3 +205,60 @@ def test_get_cross_replica_context_is_none_outside_cross_replica_context(m2: Any
     )
     ds.get_replica_context().merge_call(lambda s: seen.append(ds.get_cross_replica_context()))
     assert seen[0] is m2 and seen[1] is d and seen[2] is d and len(seen) == 3
+
+
+# -- merge_call's arguments and result ----------------------------------------------------------
+
+_LIST = [1, {"x": 2}]
+
+
+def _merge_in(where: str, strategy: Any, merge_fn: Any, **kwargs: Any) -> Any:
+    """``merge_call(merge_fn, **kwargs)`` at top level (the default replica context) or in
+    ``strategy.run``."""
+    if where == "top":
+        return ds.get_replica_context().merge_call(merge_fn, **kwargs)
+    return strategy.run(lambda: ds.get_replica_context().merge_call(merge_fn, **kwargs))
+
+
+def test_default_merge_call_returns_merge_fn_result_itself() -> None:
+    """TF's ``ReplicaContext._merge_call`` (the default strategy's, one replica) returns what
+    ``merge_fn`` returned, unselected: the same list, and a dict ``nest`` could not sort."""
+    d = ds.get_strategy()
+    for where in ("top", "run"):
+        assert _merge_in(where, d, lambda s: _LIST) is _LIST
+        assert _merge_in(where, d, lambda s: {1: "a", "b": 2}) == {1: "a", "b": 2}
+
+
+def test_mirrored_merge_call_selects_the_replica_value(m1: Any) -> None:
+    """TF's ``_MirroredReplicaContext`` hands each replica ``select_replica(i, result)`` (a
+    ``nest.map_structure``), with one replica too: a new list, and ``nest``'s sort of a dict's
+    keys fails on mixed keys."""
+    assert _merge_in("run", m1, lambda s: _LIST) == _LIST
+    assert _merge_in("run", m1, lambda s: _LIST) is not _LIST
+    with pytest.raises(TypeError, match=r"^'<' not supported between instances of 'str' and 'int'"):
+        _merge_in("run", m1, lambda s: {1: "a", "b": 2})
+
+
+@pytest.mark.parametrize("where", ["top", "default_run", "m1", "m2"])
+def test_merge_call_kwargs_must_be_a_mapping(where: str, m1: Any, m2: Any) -> None:
+    """TF only replaces ``kwargs=None`` by ``{}``: an empty list or tuple reaches
+    ``merge_fn(strategy, *args, **kwargs)`` and Python refuses it."""
+    strategy = {"top": None, "default_run": ds.get_strategy(), "m1": m1, "m2": m2}[where]
+    for empty, kind in (([], "list"), ((), "tuple")):
+        with pytest.raises(TypeError, match=rf"argument after \*\* must be a mapping, not {kind}$"):
+            _merge_in("top" if strategy is None else "run", strategy, lambda s: 1, kwargs=empty)
+
+
+def test_merge_call_args_are_unpacked_as_given(m1: Any, m2: Any) -> None:
+    """TF unpacks ``args`` itself (``*args``): a non-iterable raises Python's own message; a
+    generator works with one replica, and with two its per-replica generators regroup into a
+    ``PerReplica``, which ``*`` refuses."""
+    with pytest.raises(TypeError, match=r"^Value after \* must be an iterable, not int$"):
+        _merge_in("top", None, lambda s, *a: a, args=3)
+    assert _merge_in("run", m1, lambda s, *a: a, args=(x for x in [1, 2])) == (1, 2)
+
+    def each_replica_its_generator() -> Any:
+        return ds.get_replica_context().merge_call(lambda s, *a: a, args=(x for x in [1, 2]))
+
+    with pytest.raises(TypeError, match=r"^Value after \* must be an iterable, not PerReplica$"):
+        m2.run(each_replica_its_generator)
