@@ -278,10 +278,11 @@ class StrategyExtended:
         args: Sequence[Any] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        """Run ``fn`` once per replica (the older name of ``Strategy.run``)."""
+        """Run ``fn`` once per replica (the older name of ``Strategy.run``). As TF's, only
+        ``kwargs=None`` becomes ``{}``: another value reaches ``fn(**kwargs)`` as it is."""
         _require_cross_replica(self)
         with self._container_strategy().scope():
-            return self._call_for_each_replica(fn, args, kwargs or {})
+            return self._call_for_each_replica(fn, args, {} if kwargs is None else kwargs)
 
     def _call_for_each_replica(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
         raise NotImplementedError("must be implemented in descendants")

@@ -262,3 +262,16 @@ def test_merge_call_args_are_unpacked_as_given(m1: Any, m2: Any) -> None:
 
     with pytest.raises(TypeError, match=r"^Value after \* must be an iterable, not PerReplica$"):
         m2.run(each_replica_its_generator)
+
+
+@pytest.mark.parametrize("empty", [[], (), "", 0], ids=["list", "tuple", "str", "int"])
+@pytest.mark.parametrize("where", ["default", "m1", "m2"])
+def test_run_kwargs_must_be_a_mapping(where: str, empty: Any, m1: Any, m2: Any) -> None:
+    """TF's ``call_for_each_replica`` only replaces ``kwargs=None`` by ``{}``: any other empty
+    value reaches ``fn(*args, **kwargs)`` (by ``run`` or ``extended.call_for_each_replica``)."""
+    strategy = {"default": ds.get_strategy(), "m1": m1, "m2": m2}[where]
+    kind = type(empty).__name__
+    with pytest.raises(TypeError, match=rf"argument after \*\* must be a mapping, not {kind}$"):
+        strategy.run(lambda: 1, kwargs=empty)
+    with strategy.scope(), pytest.raises(TypeError, match="must be a mapping"):
+        strategy.extended.call_for_each_replica(lambda: 1, kwargs=empty)
