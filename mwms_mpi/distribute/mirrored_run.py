@@ -108,6 +108,12 @@ class MirroredReplicaContext(ReplicaContext):
         """
         _context.require_replica_context(self)
         by_replica: list[list[str]] = self._strategy.extended.worker_devices_by_replica  # type: ignore[attr-defined]
+        if self._replica_id >= len(by_replica):  # TF's class; its bare message explained
+            raise IndexError(
+                "list index out of range: ReplicaContext.devices indexes this worker's "
+                f"{len(by_replica)} replica device list(s) with the global replica id "
+                f"{self._replica_id}, as TF 2.21 does (it fails on every worker but the first)"
+            )
         return [by_replica[self._replica_id]]
 
     def _merge_call(self, merge_fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
