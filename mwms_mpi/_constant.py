@@ -1,7 +1,8 @@
 """Python values to numpy arrays as ``tf.constant`` converts them: one rule for every layer.
 
 Shared by the input pipeline (``data``) and the distributed values (``values``), which may not
-import each other; it imports nothing from mwms_mpi.
+import each other; from mwms_mpi it imports only ``_autopack`` (a list or tuple holding an
+array is packed as TF packs one holding a tensor, docs/architecture.md "Arrays are tensors").
 
 A Python sequence follows TF's ``py_seq_tensor.cc`` exactly (numpy's promotion is *not* TF's):
 
@@ -21,6 +22,9 @@ A Python sequence follows TF's ``py_seq_tensor.cc`` exactly (numpy's promotion i
    result is cast when TF deems the two compatible (integer to integer or wider family), else
    ``TypeError("Cannot convert ... to EagerTensor of dtype ...")``.
 
+A list or tuple holding a numpy array anywhere in its nest is not converted by this rule but
+packed (``_autopack.py``): the arrays are tensors, so ``[x]`` keeps ``x``'s dtype.
+
 numpy arrays (any ``ndarray`` subclass, taken as its plain-``ndarray`` view as TF's
 ``__array__`` call does) keep their dtype, in native byte order; object arrays are refused with
 TF's message and unicode arrays become bytes (TF's ``tf.string``).
@@ -33,6 +37,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from mwms_mpi import _autopack
 
 _RECTANGULAR = "Can't convert non-rectangular Python sequence to Tensor."
 _MIXED = "Can't convert Python sequence with mixed types to Tensor."
@@ -103,6 +109,8 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
         return array if dtype is None else array.astype(dtype)
     if isinstance(value, np.generic):
         return np.asarray(value) if dtype is None else np.asarray(value, dtype=dtype)
+    if isinstance(value, list | tuple) and _autopack.packed_dtype(value) is not None:
+        return _autopack.pack(value, dtype, to_array)  # arrays are tensors: TF's autopacking
     requested = None if dtype is None else np.dtype(dtype)
     shape, kind = _infer(value)
     if requested is not None:
@@ -129,6 +137,8 @@ def _zero_dim(obj: Any) -> Any:
 
 
 def _is_sequence(obj: Any) -> bool:
+    """A level of the nest: a list, a tuple, or an array inside one (only an object array
+    reaches here: a list holding another array is packed, ``_autopack.py``)."""
     return isinstance(obj, list | tuple | np.ndarray)
 
 

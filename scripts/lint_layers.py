@@ -6,7 +6,7 @@ Run by ``make lint``; stdlib only. Rules:
 
 1. Imports run one way. Each top-level module or subpackage of the package has a layer::
 
-       0  errors types nest _context _mpi _constant _lifecycle _config config _logging
+       0  errors types nest _context _mpi _constant _autopack _lifecycle _config config _logging
              _failure_report _arrays _env _naming _name_scope
        1  cluster
        2  collective
@@ -64,6 +64,7 @@ LAYERS: dict[str, int] = {
     "_context": 0,
     "_mpi": 0,
     "_constant": 0,
+    "_autopack": 0,
     "_lifecycle": 0,
     "_config": 0,
     "config": 0,

@@ -18,34 +18,27 @@ def _is_namedtuple(value: Any) -> bool:
     return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
-def normalize(value: Any, packs_arrays: bool = False) -> Any:
+def normalize(value: Any) -> Any:
     """Returns ``value`` as an element: tuples, namedtuples and dicts nest, leaves are arrays.
 
-    Lists are values to convert, as ``tf.constant`` converts them (a function's result goes
-    through :func:`normalize_result` first, which makes a top-level list a tuple).
-
-    Args:
-      value: a dataset element or a function's result.
-      packs_arrays: a list holding arrays is packed in their dtype, as TF packs a list of
-        tensors (in a function's result the arrays stand for tensors: ``[x, x]`` of int64 ``x``
-        is int64, where ``tf.constant`` would make numpy int64 values int32).
+    Lists are values to convert, as ``tf.convert_to_tensor`` converts them (a function's result
+    goes through :func:`normalize_result` first, which makes a top-level list a tuple): one
+    holding arrays is packed in their dtype, as TF packs a list of tensors (``[x, x]`` of int64
+    ``x`` is int64; ``_autopack.py``), one of Python values follows ``tf.constant``'s rule.
 
     Raises:
       ValueError: a dict inside a list (TF cannot convert it to a tensor).
     """
     if isinstance(value, abc.Mapping):
-        items = [(key, normalize(item, packs_arrays)) for key, item in value.items()]
+        items = [(key, normalize(item)) for key, item in value.items()]
         mapping: Any = type(value)
         return dict(items) if mapping is dict else mapping(items)
     if _is_namedtuple(value):
-        return type(value)(*(normalize(item, packs_arrays) for item in value))
+        return type(value)(*(normalize(item) for item in value))
     if isinstance(value, tuple):
-        return tuple(normalize(item, packs_arrays) for item in value)
+        return tuple(normalize(item) for item in value)
     if isinstance(value, list):
         _refuse_mappings(value)
-        arrays = [leaf for leaf in _list_leaves(value) if type(leaf) is np.ndarray]
-        if packs_arrays and arrays:
-            return np.array(value, dtype=np.result_type(*arrays))
     return to_array(value)
 
 
@@ -59,16 +52,8 @@ def normalize_result(value: Any) -> Any:
     if value is None:
         return ()
     if isinstance(value, list):
-        return tuple(normalize(item, packs_arrays=True) for item in value)
-    return normalize(value, packs_arrays=True)
-
-
-def _list_leaves(values: list[Any] | tuple[Any, ...]) -> list[Any]:
-    """The non-list, non-tuple items of a nested list, in order."""
-    leaves = []
-    for item in values:
-        leaves.extend(_list_leaves(item) if isinstance(item, list | tuple) else [item])
-    return leaves
+        return tuple(normalize(item) for item in value)
+    return normalize(value)
 
 
 def _refuse_mappings(values: list[Any] | tuple[Any, ...]) -> None:

@@ -1,0 +1,213 @@
+"""Python lists and tuples that hold arrays, packed as TF packs lists that hold tensors.
+
+docs/architecture.md, "Arrays are tensors": a numpy array plays a ``tf.Tensor``. TF converts a
+(nested) list or tuple holding a tensor with its autopacking rule (``array_ops.py``,
+``_autopacking_conversion_function``), not with ``tf.constant``'s sequence rule
+(``_constant.py``), which would read the arrays' values as Python numbers (``[x]`` of int64
+``x`` would be int32). The rule, spelled out here once for every API (``_constant.to_array``
+calls it):
+
+1. The dtype is the first array's (depth-first through lists and tuples), or the requested one;
+   with a requested dtype every array is first cast to it (TF's ``Cast``: ``[x_f32]`` to int64
+   truncates).
+2. A level whose elements are all arrays is stacked without a dtype check (TF's eager fast
+   path: arrays of two dtypes raise ``Pack``'s ``InvalidArgumentError``); at another level an
+   array of another dtype raises TF's ``TypeError``, Python values (numbers, numpy scalars,
+   nested lists without arrays) are converted as ``tf.constant(value, dtype)`` converts them,
+   and the level is stacked (arrays of different shapes raise ``Pack``'s shape error).
+
+Only lists and tuples are walked (a dict inside is a leaf, as in TF). This module imports
+``errors`` alone: the element conversion is ``_constant.to_array``, handed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mwms_mpi import errors
+
+Convert = Callable[[Any, Any], np.ndarray]
+
+_CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
+_KERNEL_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
+
+
+def is_tensor(item: Any) -> bool:
+    """An array that plays a tensor in a list: any ``ndarray`` but an object array (no tensor
+    has that dtype; TF converts its elements, as ``tf.constant`` does a list's)."""
+    return isinstance(item, np.ndarray) and item.dtype.kind != "O"
+
+
+def packed_dtype(value: Any) -> np.dtype | None:
+    """The dtype of the first array in nested lists and tuples, or ``None`` when there is none
+    (TF's ``_get_dtype_from_nested_lists``: then the sequence rule converts ``value``)."""
+    for item in value:
+        if is_tensor(item):
+            return _native(item.dtype)
+        if isinstance(item, list | tuple):
+            found = packed_dtype(item)
+            if found is not None:
+                return found
+    return None
+
+
+def pack(value: list[Any] | tuple[Any, ...], dtype: Any, convert: Convert) -> np.ndarray:
+    """``tf.convert_to_tensor(value, dtype)`` for a list or tuple that holds an array.
+
+    Args:
+      value: the list or tuple; :func:`packed_dtype` must have found an array in it.
+      dtype: the requested dtype, or ``None`` for the first array's.
+      convert: ``tf.constant(value, dtype)`` for the values that are not arrays (an array's
+        own conversion too: subclasses, byte order, unicode).
+
+    Raises:
+      TypeError: an array of another dtype beside Python values, or a Python value that TF
+        will not convert to the dtype (TF's messages).
+      errors.InvalidArgumentError: arrays of two dtypes, or elements of different shapes, at
+        one level (TF's ``Pack`` messages).
+    """
+    inferred = packed_dtype(value)
+    assert inferred is not None, "pack() of a sequence without an array"
+    target = inferred if dtype is None else np.dtype(dtype)
+    if not _same(target, inferred):
+        value = _cast_arrays(value, target, convert)
+    result = _helper(value, target, "packed", convert)
+    assert isinstance(result, np.ndarray)
+    return result
+
+
+def _same(dtype: np.dtype, other: np.dtype) -> bool:
+    """One TF dtype: bytes of any length are all ``tf.string``."""
+    return dtype == other or (dtype.kind == "S" and other.kind == "S")
+
+
+def _convert_to(item: Any, dtype: np.dtype, convert: Convert) -> np.ndarray:
+    """``tf.constant(item, dtype)``; ``tf.string`` has no length, so bytes keep theirs."""
+    if dtype.kind != "S":
+        return convert(item, dtype)
+    array = convert(item, None)
+    if array.dtype.kind != "S":
+        raise TypeError(f"Cannot convert {item!r} to EagerTensor of dtype string")
+    return array
+
+
+def _native(dtype: np.dtype) -> np.dtype:
+    """An array's dtype as TF sees it (native order; unicode is ``tf.string``)."""
+    if dtype.kind == "U":
+        return np.dtype(np.bytes_)
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
+def _cast_arrays(value: Any, dtype: np.dtype, convert: Convert) -> Any:
+    """Every array of the nest cast to ``dtype`` (TF's ``_cast_nested_seqs_to_dtype``)."""
+    if is_tensor(value):
+        array = convert(value, None)
+        if _same(array.dtype, dtype):
+            return array
+        if "S" in (array.dtype.kind, dtype.kind):  # TF has no cast to or from strings
+            raise _unimplemented_cast(array.dtype, dtype)
+        with np.errstate(all="ignore"):
+            return array.astype(dtype)
+    if isinstance(value, list | tuple):
+        return type(value)(_cast_arrays(item, dtype, convert) for item in value)
+    return value
+
+
+def _unimplemented_cast(source: np.dtype, dtype: np.dtype) -> errors.UnimplementedError:
+    name = _kernel_name(dtype)
+    return errors.UnimplementedError(
+        None,
+        None,
+        f"{{{{function_node __wrapped__Cast_device_{_CPU}}}}} Cast {_kernel_name(source)} to "
+        f"{name} is not supported [Op:Cast] name: ",
+    )
+
+
+def _helper(value: Any, dtype: np.dtype, name: str, convert: Convert) -> Any:
+    """TF's ``_autopacking_helper``: an array when the level holds one, else the list."""
+    if all(is_tensor(item) for item in value):
+        return _stack([convert(item, None) for item in value], name)
+    must_pack = False
+    items: list[Any] = []
+    for index, item in enumerate(value):
+        if is_tensor(item):
+            array = convert(item, None)
+            if not _same(array.dtype, dtype):
+                raise TypeError(
+                    f"Cannot convert a list containing a tensor of dtype "
+                    f"<dtype: '{_api_name(array.dtype)}'> to <dtype: '{_api_name(dtype)}'> "
+                    f"(Tensor is: {tensor_repr(array)})"
+                )
+            items.append(array)
+            must_pack = True
+        elif isinstance(item, list | tuple):
+            converted = _helper(item, dtype, str(index), convert)
+            must_pack = must_pack or isinstance(converted, np.ndarray)
+            items.append(converted)
+        else:
+            items.append(item)
+    if not must_pack:
+        return items
+    arrays = [item if is_tensor(item) else _convert_to(item, dtype, convert) for item in items]
+    return _stack(arrays, "")
+
+
+def _stack(arrays: list[np.ndarray], name: str) -> np.ndarray:
+    """TF's ``Pack`` of arrays of one dtype and shape, with its errors."""
+    if not arrays:  # an empty nested level: TF's Pack of no inputs
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "OpKernel 'Pack' has constraint on attr 'T' not in NodeDef '[N=0, axis=0]', "
+            'KernelDef: \'goo.gle/debugstr   op: "Pack" device_type: "CPU" constraint { name: '
+            '"T" allowed_values { list { type: DT_FLOAT8_E4M3FN } } }\' [Op:Pack] name: '
+            f"{name}",
+        )
+    first = arrays[0].shape
+    for index, array in enumerate(arrays[1:], 1):
+        if not _same(array.dtype, arrays[0].dtype):
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"cannot compute Pack as input #{index}(zero-based) was expected to be a "
+                f"{_kernel_name(arrays[0].dtype)} tensor but is a "
+                f"{_kernel_name(array.dtype)} tensor [Op:Pack] name: {name}",
+            )
+    for index, array in enumerate(arrays[1:], 1):
+        if array.shape != first:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"{{{{function_node __wrapped__Pack_N_{len(arrays)}_device_{_CPU}}}}} Shapes of "
+                f"all inputs must match: values[0].shape = {_shape(first)} != "
+                f"values[{index}].shape = {_shape(array.shape)} [Op:Pack] name: {name}",
+            )
+    return np.stack(arrays)
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _api_name(dtype: np.dtype) -> str:
+    return "string" if dtype.kind in "SU" else dtype.name
+
+
+def _kernel_name(dtype: np.dtype) -> str:
+    return "string" if dtype.kind in "SU" else _KERNEL_NAMES.get(dtype.name, dtype.name)
+
+
+def tensor_repr(array: np.ndarray) -> str:
+    """An array as TF's ``repr`` of an eager tensor writes it:
+    ``<tf.Tensor: shape=(2,), dtype=int64, numpy=array([1, 2])>``."""
+    if array.ndim == 0:
+        item = array[()]
+        text = repr(bytes(item)) if isinstance(item, bytes) else repr(item.item())
+    else:
+        text = repr(array)
+    if "\n" in text:
+        text = "\n" + text
+    return f"<tf.Tensor: shape={tuple(array.shape)}, dtype={_api_name(array.dtype)}, numpy={text}>"
