@@ -54,7 +54,9 @@ def packed_dtype(value: Any) -> np.dtype | None:
     return None
 
 
-def pack(value: list[Any] | tuple[Any, ...], dtype: Any, convert: Convert) -> np.ndarray:
+def pack(
+    value: list[Any] | tuple[Any, ...], dtype: Any, convert: Convert, graph: bool = False
+) -> np.ndarray:
     """``tf.convert_to_tensor(value, dtype)`` for a list or tuple that holds an array.
 
     Args:
@@ -62,6 +64,9 @@ def pack(value: list[Any] | tuple[Any, ...], dtype: Any, convert: Convert) -> np
       dtype: the requested dtype, or ``None`` for the first array's.
       convert: ``tf.constant(value, dtype)`` for the values that are not arrays (an array's
         own conversion too: subclasses, byte order, unicode).
+      graph: TF's rule inside a ``tf.function`` (``_graph_constant.py``): no eager fast path,
+        so arrays of two dtypes at one level are the ``TypeError``, and a shape mismatch is
+        ``Pack``'s shape-inference ``ValueError``.
 
     Raises:
       TypeError: an array of another dtype beside Python values, or a Python value that TF
@@ -74,7 +79,7 @@ def pack(value: list[Any] | tuple[Any, ...], dtype: Any, convert: Convert) -> np
     target = inferred if dtype is None else np.dtype(dtype)
     if not _same(target, inferred):
         value = _cast_arrays(value, target, convert)
-    result = _helper(value, target, "packed", convert)
+    result = _helper(value, target, "packed", convert, graph)
     assert isinstance(result, np.ndarray)
     return result
 
@@ -126,10 +131,10 @@ def _unimplemented_cast(source: np.dtype, dtype: np.dtype) -> errors.Unimplement
     )
 
 
-def _helper(value: Any, dtype: np.dtype, name: str, convert: Convert) -> Any:
+def _helper(value: Any, dtype: np.dtype, name: str, convert: Convert, graph: bool) -> Any:
     """TF's ``_autopacking_helper``: an array when the level holds one, else the list."""
-    if all(is_tensor(item) for item in value):
-        return _stack([convert(item, None) for item in value], name)
+    if not graph and all(is_tensor(item) for item in value):
+        return _stack([convert(item, None) for item in value], name, graph)
     must_pack = False
     items: list[Any] = []
     for index, item in enumerate(value):
@@ -144,7 +149,7 @@ def _helper(value: Any, dtype: np.dtype, name: str, convert: Convert) -> Any:
             items.append(array)
             must_pack = True
         elif isinstance(item, list | tuple):
-            converted = _helper(item, dtype, str(index), convert)
+            converted = _helper(item, dtype, str(index), convert, graph)
             must_pack = must_pack or isinstance(converted, np.ndarray)
             items.append(converted)
         else:
@@ -152,10 +157,10 @@ def _helper(value: Any, dtype: np.dtype, name: str, convert: Convert) -> Any:
     if not must_pack:
         return items
     arrays = [item if is_tensor(item) else _convert_to(item, dtype, convert) for item in items]
-    return _stack(arrays, "")
+    return _stack(arrays, "", graph)
 
 
-def _stack(arrays: list[np.ndarray], name: str) -> np.ndarray:
+def _stack(arrays: list[np.ndarray], name: str, graph: bool) -> np.ndarray:
     """TF's ``Pack`` of arrays of one dtype and shape, with its errors."""
     if not arrays:  # an empty nested level: TF's Pack of no inputs
         raise errors.InvalidArgumentError(
@@ -177,6 +182,11 @@ def _stack(arrays: list[np.ndarray], name: str) -> np.ndarray:
                 f"{_kernel_name(array.dtype)} tensor [Op:Pack] name: {name}",
             )
     for index, array in enumerate(arrays[1:], 1):
+        if array.shape != first and graph:  # shape inference, when the graph is built
+            raise ValueError(
+                f"Shapes of all inputs must match: values[0].shape = {_shape(first)} != "
+                f"values[{index}].shape = {_shape(array.shape)} (Pack in a tf.function)"
+            )
         if array.shape != first:
             raise errors.InvalidArgumentError(
                 None,

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays
+from mwms_mpi._graph_constant import graph_array
 from mwms_mpi._tf_sum import reduce_sum_all
 from mwms_mpi.values import IndexedSlices
-from mwms_mpi.values.convert import as_array
+from mwms_mpi.values.convert import as_array, read_variables
 from mwms_mpi.values.indexed_slices import to_dense
 
 
@@ -52,3 +53,15 @@ def local_value(value: Any) -> Any:
     every dense row)."""
     value = as_array(value)
     return to_dense(value) if isinstance(value, IndexedSlices) else value
+
+
+def function_value(value: Any) -> Any:
+    """One replica's value as TF's SUM step takes it: that step runs in a ``tf.function``
+    (TF traces one per axis), where a Python list or number is a graph constant and a list
+    holding tensors is packed without the eager fast path (``_graph_constant.py``):
+    ``[True, 0]`` is int32 and ``[1e300]`` float32 inf there, where eager TF refuses both.
+    The caller passes the argument through ``function_arguments`` first (numpy scalars in it
+    are tensors)."""
+    if isinstance(value, list | tuple | int | float | complex):
+        value = graph_array(read_variables(value))
+    return local_value(value)

@@ -17,9 +17,15 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, _context
+from mwms_mpi._graph_constant import function_arguments
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.distribute import deprecated
-from mwms_mpi.distribute._reduce_sum import local_value, reduce_axes, reduce_sum
+from mwms_mpi.distribute._reduce_sum import (
+    function_value,
+    local_value,
+    reduce_axes,
+    reduce_sum,
+)
 from mwms_mpi.distribute.input_context import InputContext, InputReplicationMode, ValueContext
 from mwms_mpi.distribute.input_lib import DefaultInputIterator
 from mwms_mpi.distribute.replica_context import DefaultReplicaContext, ReplicaContext
@@ -187,7 +193,12 @@ class Strategy:
                 return ext._reduce(reduce_op, value)
             hash(axis)  # TF caches a function per axis in a dict: a list axis is a TypeError
             if reduce_op == ReduceOp.SUM:
-                value = self.run(lambda v: reduce_sum(local_value(v), axis), args=(value,))
+                # TF runs this step in a tf.function: numpy scalars in the argument are
+                # tensors, Python values graph constants (_graph_constant.py)
+                value = self.run(
+                    lambda v: reduce_sum(function_value(v), axis),
+                    args=(function_arguments(value),),
+                )
                 return ext._reduce(reduce_op, value)
             if not isinstance(axis, int | tuple | list):
                 raise TypeError(f"Expected `axis` to be an integer, tuple or list not: {axis!r}")

@@ -49,7 +49,7 @@ def as_array(value: Any) -> Any:
     if _arrays.is_device_array(value):  # before the ndarray subclasses: stays on its device
         return value
     if isinstance(value, list | tuple):
-        return to_array(_read_variables(value))
+        return to_array(read_variables(value))
     if isinstance(value, np.ndarray | np.generic | int | float | complex):
         return to_array(value)  # bools, int and float subclasses (IntEnum) included, as in TF
     if isinstance(value, VariableBase):
@@ -63,13 +63,14 @@ def as_array(value: Any) -> Any:
     )
 
 
-def _read_variables(value: Any) -> Any:
-    """A nest of lists and tuples with its variables read: in TF a variable in a list is a
-    tensor that the list packs (``[v]`` of an int64 ``v`` is int64, ``_autopack.py``)."""
+def read_variables(value: Any) -> Any:
+    """A nest of lists and tuples with its variables read (itself when it has none): in TF a
+    variable in a list is a tensor that the list packs (``[v]`` of an int64 ``v`` is int64,
+    ``_autopack.py``)."""
     if isinstance(value, VariableBase):
         return value.read_value()
     if isinstance(value, list | tuple):
-        items = [_read_variables(item) for item in value]
+        items = [read_variables(item) for item in value]
         if any(new is not old for new, old in zip(items, value, strict=True)):
             return type(value)(items) if type(value) in (list, tuple) else items
     return value
@@ -124,7 +125,7 @@ def convert_to_dtype(value: Any, dtype: Any) -> Any:
     if isinstance(value, np.ndarray | np.generic) or hasattr(value, "__array__"):
         return np.array(value, dtype=dtype, copy=True)
     if isinstance(value, list | tuple):
-        return to_array(_read_variables(value), dtype)  # a fresh array
+        return to_array(read_variables(value), dtype)  # a fresh array
     if isinstance(value, int | float | complex):
         return to_array(value, dtype)  # a fresh array
     return np.array(as_array(value), dtype=dtype, copy=True)
