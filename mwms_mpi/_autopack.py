@@ -55,7 +55,11 @@ def packed_dtype(value: Any) -> np.dtype | None:
 
 
 def pack(
-    value: list[Any] | tuple[Any, ...], dtype: Any, convert: Convert, graph: bool = False
+    value: list[Any] | tuple[Any, ...],
+    dtype: Any,
+    convert: Convert,
+    graph: bool = False,
+    name: str = "packed",
 ) -> np.ndarray:
     """``tf.convert_to_tensor(value, dtype)`` for a list or tuple that holds an array.
 
@@ -67,6 +71,7 @@ def pack(
       graph: TF's rule inside a ``tf.function`` (``_graph_constant.py``): no eager fast path,
         so arrays of two dtypes at one level are the ``TypeError``, and a shape mismatch is
         ``Pack``'s shape-inference ``ValueError``.
+      name: ``convert_to_tensor``'s name, which TF's ``Pack`` errors of the top level end with.
 
     Raises:
       TypeError: an array of another dtype beside Python values, or a Python value that TF
@@ -79,7 +84,7 @@ def pack(
     target = inferred if dtype is None else np.dtype(dtype)
     if not _same(target, inferred):
         value = _cast_arrays(value, target, convert)
-    result = _helper(value, target, "packed", convert, graph)
+    result = _helper(value, target, name, convert, graph)
     assert isinstance(result, np.ndarray)
     return result
 

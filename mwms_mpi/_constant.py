@@ -93,11 +93,13 @@ def ndarray_value(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def to_array(value: Any, dtype: Any = None) -> np.ndarray:
+def to_array(value: Any, dtype: Any = None, name: str = "packed") -> np.ndarray:
     """Converts ``value`` the way ``tf.convert_to_tensor(value, dtype)`` does (module docstring).
 
     numpy arrays and scalars keep their dtype unless ``dtype`` is given (then they are cast, as
-    TF casts numpy input); Python values and sequences follow TF's sequence rule.
+    TF casts numpy input); Python values and sequences follow TF's sequence rule. ``name`` is
+    ``convert_to_tensor``'s: TF's ``Pack`` errors for a list holding arrays end with it
+    (``initial_value`` for a variable, ``component_0`` for a dataset's first component).
 
     Raises:
       ValueError: TF's conversion errors (ragged or mixed sequences, out-of-range numbers,
@@ -110,7 +112,7 @@ def to_array(value: Any, dtype: Any = None) -> np.ndarray:
     if isinstance(value, np.generic):
         return np.asarray(value) if dtype is None else np.asarray(value, dtype=dtype)
     if isinstance(value, list | tuple) and _autopack.packed_dtype(value) is not None:
-        return _autopack.pack(value, dtype, to_array)  # arrays are tensors: TF's autopacking
+        return _autopack.pack(value, dtype, to_array, name=name)  # arrays are tensors
     requested = None if dtype is None else np.dtype(dtype)
     shape, kind = _infer(value)
     if requested is not None:

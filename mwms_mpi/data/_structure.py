@@ -18,28 +18,41 @@ def _is_namedtuple(value: Any) -> bool:
     return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
-def normalize(value: Any) -> Any:
+def normalize(value: Any, _count: list[int] | None = None) -> Any:
     """Returns ``value`` as an element: tuples, namedtuples and dicts nest, leaves are arrays.
 
     Lists are values to convert, as ``tf.convert_to_tensor`` converts them (a function's result
     goes through :func:`normalize_result` first, which makes a top-level list a tuple): one
     holding arrays is packed in their dtype, as TF packs a list of tensors (``[x, x]`` of int64
     ``x`` is int64; ``_autopack.py``), one of Python values follows ``tf.constant``'s rule.
+    Each leaf is converted under TF's name for it, ``component_<i>`` in flattening order (a
+    dict's keys sorted), which TF's ``Pack`` errors end with.
 
     Raises:
       ValueError: a dict inside a list (TF cannot convert it to a tensor).
     """
+    count = [0] if _count is None else _count
     if isinstance(value, abc.Mapping):
-        items = [(key, normalize(item)) for key, item in value.items()]
+        converted = {key: normalize(value[key], count) for key in _flattening_order(value)}
+        items = [(key, converted[key]) for key in value]
         mapping: Any = type(value)
         return dict(items) if mapping is dict else mapping(items)
     if _is_namedtuple(value):
-        return type(value)(*(normalize(item) for item in value))
+        return type(value)(*(normalize(item, count) for item in value))
     if isinstance(value, tuple):
-        return tuple(normalize(item) for item in value)
+        return tuple(normalize(item, count) for item in value)
     if isinstance(value, list):
         _refuse_mappings(value)
-    return to_array(value)
+    count[0] += 1
+    return to_array(value, name=f"component_{count[0] - 1}")
+
+
+def _flattening_order(mapping: abc.Mapping[Any, Any]) -> list[Any]:
+    """A mapping's keys in ``tf.nest``'s flattening order: sorted where they sort."""
+    try:
+        return sorted(mapping)
+    except TypeError:
+        return list(mapping)
 
 
 def normalize_result(value: Any) -> Any:
@@ -52,7 +65,8 @@ def normalize_result(value: Any) -> Any:
     if value is None:
         return ()
     if isinstance(value, list):
-        return tuple(normalize(item) for item in value)
+        count = [0]  # one numbering over the tuple's components, as TF flattens it
+        return tuple(normalize(item, count) for item in value)
     return normalize(value)
 
 

@@ -18,7 +18,7 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
-def as_array(value: Any) -> Any:
+def as_array(value: Any, name: str = "packed") -> Any:
     """Converts a value the way ``tf.constant`` does; numpy (and CuPy) arrays pass unchanged.
 
     Python numbers and (nested) lists follow TF's rule, in ``mwms_mpi/_constant.py``: floats
@@ -49,7 +49,7 @@ def as_array(value: Any) -> Any:
     if _arrays.is_device_array(value):  # before the ndarray subclasses: stays on its device
         return value
     if isinstance(value, list | tuple):
-        return to_array(read_variables(value))
+        return to_array(read_variables(value), name=name)  # name: TF's Pack errors end with it
     if isinstance(value, np.ndarray | np.generic | int | float | complex):
         return to_array(value)  # bools, int and float subclasses (IntEnum) included, as in TF
     if isinstance(value, VariableBase):
@@ -101,7 +101,7 @@ def is_tensor(value: Any) -> bool:
     return _arrays.is_device_array(value) or is_foreign_array(value)
 
 
-def convert_to_dtype(value: Any, dtype: Any) -> Any:
+def convert_to_dtype(value: Any, dtype: Any, name: str = "packed") -> Any:
     """A fresh array of ``value`` in ``dtype``, as ``tf.convert_to_tensor(value, dtype)`` does.
 
     numpy arrays and scalars are cast (TF casts numpy input too, object arrays included);
@@ -125,7 +125,7 @@ def convert_to_dtype(value: Any, dtype: Any) -> Any:
     if isinstance(value, np.ndarray | np.generic) or hasattr(value, "__array__"):
         return np.array(value, dtype=dtype, copy=True)
     if isinstance(value, list | tuple):
-        return to_array(read_variables(value), dtype)  # a fresh array
+        return to_array(read_variables(value), dtype, name)  # a fresh array
     if isinstance(value, int | float | complex):
         return to_array(value, dtype)  # a fresh array
     return np.array(as_array(value), dtype=dtype, copy=True)

@@ -43,9 +43,9 @@ def initial_value_array(initial_value: Any, dtype: Any = None) -> Any:
         )
     if callable(initial_value):
         initial_value = initial_value()
-    if dtype is not None:
-        return convert_to_dtype(initial_value, dtype)
-    return _arrays.array_copy(as_array(initial_value))
+    if dtype is not None:  # TF converts it under the name "initial_value" (its Pack errors)
+        return convert_to_dtype(initial_value, dtype, "initial_value")
+    return _arrays.array_copy(as_array(initial_value, "initial_value"))
 
 
 class _VariableMeta(type):

@@ -533,3 +533,23 @@ def test_m2_reduce_of_a_tuple_of_per_replica_int64_is_int64() -> None:
     # s.reduce("SUM", [pr, pr], axis=0) -> int64 [6, 12]
     assert _show(lambda: st.reduce("SUM", (pr,), axis=-1)) == "int64 [9]"
     assert _show(lambda: st.reduce("SUM", [pr, pr], axis=0)) == "int64 [6, 12]"
+
+
+def test_pack_errors_end_with_the_name_tf_converts_under() -> None:
+    i32 = np.array(1, np.int32)
+    two = "cannot compute Pack as input #1(zero-based) was expected to be a int32 tensor but is a "
+    two += "int64 tensor [Op:Pack] name: "
+    # TF 2.21: tf.Variable([i32, i64]) (with dtype=tf.int32 too) -> ... name: initial_value;
+    # Dataset.from_tensors((1, [i32, i64])) and from_tensors({"b": [i32, i64], "a": 1}) ->
+    # ... name: component_1 (dict keys flatten sorted); convert_to_tensor -> ... name: packed
+    assert (
+        _show(lambda: mwms_mpi.Variable([i32, I64]))
+        == f"ERR InvalidArgumentError: {two}initial_value"
+    )
+    shown = _show(lambda: mwms_mpi.Variable([i32, I64], dtype=np.int32))
+    assert shown == f"ERR InvalidArgumentError: {two}initial_value"
+    shown = _show(lambda: Dataset.from_tensors((1, [i32, I64])))
+    assert shown == f"ERR InvalidArgumentError: {two}component_1"
+    shown = _show(lambda: Dataset.from_tensors({"b": [i32, I64], "a": 1}))
+    assert shown == f"ERR InvalidArgumentError: {two}component_1"
+    assert _show(lambda: as_array([i32, I64])) == f"ERR InvalidArgumentError: {two}packed"
