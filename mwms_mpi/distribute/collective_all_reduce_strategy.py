@@ -72,6 +72,10 @@ class CollectiveAllReduceExtended(MirroredExtended):
       ValueError: for bad arguments (TF's messages) or a resolver whose task is not this rank.
     """
 
+    # TF's creator converts a variable's initial value with no name of its own, so a list's
+    # Pack error ends "name: packed" (MirroredStrategy's says "initial_value")
+    _INITIAL_VALUE_NAME = "packed"
+
     def __init__(
         self,
         container_strategy: Strategy,

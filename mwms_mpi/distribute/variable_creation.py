@@ -85,7 +85,8 @@ def create_variable(
         # TF's first component calls the next creator (the default scope's check) before it
         # evaluates the initial value: so here, before the value and any collective
         _context.check_default_scope_creator()
-        value = initial_value_array(kw["initial_value"], kw.get("dtype"))
+        name = getattr(extended, "_INITIAL_VALUE_NAME", "initial_value")  # Pack errors' name
+        value = initial_value_array(kw["initial_value"], kw.get("dtype"), name)
         check_mean_dtype(kw["aggregation"], value.dtype)
         value = broadcast(value)
         value_list: list[Variable] = []

@@ -27,7 +27,7 @@ from mwms_mpi.values.variable_operators import VariableOperators
 _CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
 
-def initial_value_array(initial_value: Any, dtype: Any = None) -> Any:
+def initial_value_array(initial_value: Any, dtype: Any = None, name: str = "initial_value") -> Any:
     """Calls a callable initial value and converts it as ``tf.Variable`` does (a fresh array).
 
     A CuPy initial value makes a variable stored on its GPU; anything else, on the host.
@@ -43,9 +43,9 @@ def initial_value_array(initial_value: Any, dtype: Any = None) -> Any:
         )
     if callable(initial_value):
         initial_value = initial_value()
-    if dtype is not None:  # TF converts it under the name "initial_value" (its Pack errors)
-        return convert_to_dtype(initial_value, dtype, "initial_value")
-    return _arrays.array_copy(as_array(initial_value, "initial_value"))
+    if dtype is not None:  # ``name``: TF's conversion name, which its Pack errors end with
+        return convert_to_dtype(initial_value, dtype, name)
+    return _arrays.array_copy(as_array(initial_value, name))
 
 
 class _VariableMeta(type):

@@ -245,3 +245,15 @@ def test_creation_inside_run(strategy: Any) -> None:
     made = strategy.run(lambda: mwms_mpi.Variable(np.float32(_rank() + 7)))
     assert type(made) is MirroredVariable
     assert _components(made) == [7.0] * _k(strategy)  # the chief's first replica's value
+
+
+def test_a_list_initial_value_of_two_dtypes_fails_as_in_tf(strategy: Any) -> None:
+    # TF 2.21, one worker: with MultiWorkerMirroredStrategy().scope(): tf.Variable([i32, i64])
+    # -> InvalidArgumentError "cannot compute Pack as input #1(zero-based) was expected to be a
+    # int32 tensor but is a int64 tensor [Op:Pack] name: packed" (its creator converts the
+    # initial value with no name; a MirroredStrategy's says "initial_value"). Every rank raises
+    # before the broadcast.
+    value = [np.array(1, np.int32), np.array(2, np.int64)]
+    with strategy.scope(), pytest.raises(errors.InvalidArgumentError) as info:
+        mwms_mpi.Variable(value)
+    assert str(info.value).endswith("tensor [Op:Pack] name: packed")
