@@ -33,6 +33,7 @@ Convert = Callable[[Any, Any], np.ndarray]
 
 _CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 _KERNEL_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
+_SCALARS = frozenset({int, float, bool, complex, str, bytes})
 
 
 def is_tensor(item: Any) -> bool:
@@ -44,6 +45,8 @@ def is_tensor(item: Any) -> bool:
 def packed_dtype(value: Any) -> np.dtype | None:
     """The dtype of the first array in nested lists and tuples, or ``None`` when there is none
     (TF's ``_get_dtype_from_nested_lists``: then the sequence rule converts ``value``)."""
+    if set(map(type, value)) <= _SCALARS:  # a flat list of numbers: at C speed
+        return None
     for item in value:
         if is_tensor(item):
             return _native(item.dtype)

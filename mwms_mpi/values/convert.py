@@ -16,6 +16,7 @@ from mwms_mpi.values.indexed_slices import IndexedSlices
 # ``_constant.to_array`` decides: int64, or TF's out-of-range error)
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_SCALARS = frozenset({int, float, bool, complex, str, bytes})  # no variable inside
 
 
 def as_array(value: Any, name: str = "packed") -> Any:
@@ -69,7 +70,7 @@ def read_variables(value: Any) -> Any:
     ``_autopack.py``)."""
     if isinstance(value, VariableBase):
         return value.read_value()
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple) and not set(map(type, value)) <= _SCALARS:
         items = [read_variables(item) for item in value]
         if any(new is not old for new, old in zip(items, value, strict=True)):
             return type(value)(items) if type(value) in (list, tuple) else items
