@@ -125,7 +125,7 @@ def _cast_arrays(value: Any, dtype: np.dtype, convert: Convert) -> Any:
         with np.errstate(all="ignore"):
             return array.astype(dtype)
     if isinstance(value, list | tuple):
-        return type(value)(_cast_arrays(item, dtype, convert) for item in value)
+        return [_cast_arrays(item, dtype, convert) for item in value]  # any tuple subclass too
     return value
 
 

@@ -8,6 +8,7 @@ rule in TF: ``[np.int64(2) array]`` is int32 there; here they are tensors, and k
 
 from __future__ import annotations
 
+import collections
 import warnings
 from typing import Any
 
@@ -553,3 +554,12 @@ def test_pack_errors_end_with_the_name_tf_converts_under() -> None:
     shown = _show(lambda: Dataset.from_tensors({"b": [i32, I64], "a": 1}))
     assert shown == f"ERR InvalidArgumentError: {two}component_1"
     assert _show(lambda: as_array([i32, I64])) == f"ERR InvalidArgumentError: {two}packed"
+
+
+def test_a_namedtuple_holding_arrays_packs_to_a_requested_dtype() -> None:
+    pair = collections.namedtuple("pair", "a b")
+    # TF 2.21: tf.convert_to_tensor(pair(tf.constant(1, tf.int64), 2), dtype=tf.float32)
+    # -> float32 [1.0, 2.0]; without a dtype -> int64 [1, 2]
+    value = pair(np.array(1, np.int64), 2)
+    assert _show(lambda: convert_to_dtype(value, np.float32)) == "float32 [1.0, 2.0]"
+    assert _show(lambda: as_array(value)) == "int64 [1, 2]"
