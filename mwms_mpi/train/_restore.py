@@ -2,9 +2,10 @@
 
 A :class:`Restoration` is one ``restore``/``read`` (TF's ``_CheckpointRestoreCoordinator``): the
 saved values by key and which of them found their object. :func:`restore_into` checks every
-value against its object (shape, and the exact dtype: TF's ``RestoreV2`` refuses any other with
-``InvalidArgumentError``, and so does this, never casting), then assigns them all, so a value
-that does not fit changes nothing.
+value against its object, then assigns them all, so a value that does not fit changes nothing.
+The checks come in TF's order: first every dtype (TF's ``RestoreV2`` reads all values and
+refuses another dtype with ``InvalidArgumentError``; nothing is cast), then every shape (TF
+compares it as it assigns, ``ValueError``), so with both kinds of mismatch TF's error is raised.
 
 Values whose object does not exist yet are kept (TF's deferred restoration) by the nearest
 existing parent, in ``_deferred``'s registry, and assigned when the object is created: an
@@ -157,8 +158,18 @@ def restore_into(
                 plan.append((node.key, node.obj, None))  # matched, not assigned
                 continue
             planned.add(id(node.obj))
-            value = checked(node.key, node.obj, restoration.arrays[node.key], restoration.path)
-            plan.append((node.key, node.obj, value))
+            plan.append((node.key, node.obj, restoration.arrays[node.key]))
+    try:
+        for check in (check_dtype, check_shape):  # TF's order: RestoreV2, then the assignments
+            for key, leaf, saved in plan:
+                if saved is not None:
+                    check(key, leaf, saved, restoration.path)
+    except (ValueError, errors.InvalidArgumentError):
+        if deferred:  # TF pops a deferred value before restoring it: a failed one is spent
+            for key, _, _ in plan:
+                restoration.matched.add(key)
+                restoration.arrays.pop(key, None)
+        raise
     for key, leaf, saved in plan:
         if saved is not None:
             assign(leaf, saved)
@@ -180,19 +191,9 @@ def wait_on(obj: Any, restoration: Restoration, prefix: str) -> None:
 # -- one value ---------------------------------------------------------------------------------
 
 
-def checked(key: str, leaf: Any, value: np.ndarray, path: str) -> np.ndarray:
-    """``value``, after checking that ``leaf`` can take it exactly.
-
-    Raises:
-      ValueError: the shapes differ (TF's message) or ``leaf`` is a read-only array.
-      InvalidArgumentError: the dtypes differ (TF's ``RestoreV2`` message); nothing is cast.
-    """
-    shape = getattr(leaf, "shape", None)
-    if shape is not None and tuple(shape) != value.shape:
-        raise ValueError(
-            f"Received incompatible tensor with shape {value.shape} when attempting to restore "
-            f"variable with shape {tuple(shape)} and name {key}."
-        )
+def check_dtype(key: str, leaf: Any, value: np.ndarray, path: str) -> None:
+    """Raises TF's ``RestoreV2`` ``InvalidArgumentError`` unless ``leaf`` has ``value``'s dtype
+    (a restore never casts)."""
     dtype = getattr(leaf, "dtype", None)
     try:
         target = np.dtype(dtype) if dtype is not None else value.dtype
@@ -206,10 +207,23 @@ def checked(key: str, leaf: Any, value: np.ndarray, path: str) -> np.ndarray:
             f"original dtype {tf_dtype_name(value.dtype)}. Restoring {pretty(key)} from {path}: "
             f"the object is {target}, the checkpoint holds {value.dtype}; a restore never casts.",
         )
+
+
+def check_shape(key: str, leaf: Any, value: np.ndarray, path: str) -> None:
+    """Raises TF's ``ValueError`` unless ``leaf`` has ``value``'s shape (it names the variable
+    as TF does, by its ``name``; an array, which has none, by its key), or if ``leaf`` is a
+    read-only array."""
+    shape = getattr(leaf, "shape", None)
+    if shape is not None and tuple(shape) != value.shape:
+        name = getattr(leaf, "name", None)
+        raise ValueError(
+            f"Received incompatible tensor with shape {value.shape} when attempting to restore "
+            f"variable with shape {tuple(shape)} and name "
+            f"{name if isinstance(name, str) else key}."
+        )
     in_place = _arrays.is_device_array(leaf) or isinstance(leaf, np.ndarray)
     if in_place and not getattr(leaf.flags, "writeable", True):  # CuPy has no such flag
         raise ValueError(f"Cannot restore {key} in place: the array is read-only.")
-    return value
 
 
 def _takes_read_value(leaf: Any) -> bool:
