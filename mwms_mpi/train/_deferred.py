@@ -130,6 +130,18 @@ def notify(obj: Any) -> None:
         _release(obj, entry)
 
 
+def notify_or_undo(obj: Any, undo: Callable[[], None]) -> None:
+    """:func:`notify` after an attribute of ``obj`` was set; if a waiting value does not fit
+    the new attribute, ``undo`` unsets it before the error propagates, as in TF, where the
+    assignment raises and leaves the object without that attribute (the value is spent:
+    ``_restore.restore_into`` marks it matched)."""
+    try:
+        notify(obj)
+    except BaseException:
+        undo()
+        raise
+
+
 def _release(obj: Any, entry: _Entry) -> None:
     if not entry.pending and _entries.get(id(obj)) is entry:
         del _entries[id(obj)]

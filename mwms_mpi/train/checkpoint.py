@@ -64,7 +64,8 @@ class Checkpoint:
       root: optional trackable whose children are saved at the top level of the checkpoint
         (``root.dense.kernel`` is saved as ``dense/kernel``).
       **kwargs: keyword arguments are set as attributes of this object, and are saved with the
-        checkpoint. Values must be trackable objects (variables, arrays, containers of them).
+        checkpoint. Values must be trackable objects (variables, arrays, containers of them);
+        an attribute set later that is not trackable is a plain, unsaved one (TF's).
 
     Raises:
       ValueError: if a value in ``kwargs`` (or ``root``) is not trackable.
@@ -87,6 +88,8 @@ class Checkpoint:
                     f"Cannot create a Checkpoint with keyword argument {name} if root.{name} "
                     "already exists."
                 )
+            if not is_trackable(value) and name not in _RESERVED:
+                raise _not_trackable(name, value)
             setattr(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -96,9 +99,25 @@ class Checkpoint:
             object.__setattr__(self, name, value)
             return
         if not is_trackable(value):
-            raise _not_trackable(name, value)
+            # TF's AutoTrackable: what it cannot track is a plain attribute (only the
+            # constructor refuses it); a trackable set under the name before stays saved
+            object.__setattr__(self, name, value)
+            return
+        missing = object()
+        plain = self.__dict__.pop(name, missing)  # it would hide the tracked value
+        previous = self._children.get(name, missing)
         self._children[name] = value
-        _deferred.notify(self)  # a restore may keep this attribute's values (restore-on-create)
+
+        def undo() -> None:
+            if previous is missing:
+                del self._children[name]
+            else:
+                self._children[name] = previous
+            if plain is not missing:
+                object.__setattr__(self, name, plain)
+
+        # a restore may keep this attribute's values (restore-on-create)
+        _deferred.notify_or_undo(self, undo)
 
     def __getattr__(self, name: str) -> Any:
         children = self.__dict__.get("_children", {})

@@ -55,8 +55,17 @@ class Module:
             object.__setattr__(self, "_name_scope", _name_scope.name_scope(scope))
 
     def __setattr__(self, name: str, value: Any) -> None:
+        missing = object()
+        previous = self.__dict__.get(name, missing)
         object.__setattr__(self, name, value)
-        _deferred.notify(self)  # a restore may keep this attribute's values
+
+        def undo() -> None:
+            if previous is missing:
+                object.__delattr__(self, name)
+            else:
+                object.__setattr__(self, name, previous)
+
+        _deferred.notify_or_undo(self, undo)  # a restore may keep this attribute's values
 
     def _trackable_children(self) -> dict[str, Any]:
         """What a ``Checkpoint`` saves of the module: every attribute but its name, by name."""

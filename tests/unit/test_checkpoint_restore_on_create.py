@@ -207,7 +207,8 @@ def test_created_with_the_wrong_shape_or_dtype_raises_tfs_errors(tmp_path: Path)
     train.Checkpoint(model=other).restore(path).expect_partial()
     with pytest.raises(errors.InvalidArgumentError, match=TF_DTYPE_ERROR.replace(SUFFIX, "")):
         other.b = mwms_mpi.Variable(np.float64(0.0))
-    assert float(other.b.numpy()) == 0.0  # set, but not restored (TF: the assignment raised)
+    # TF 2.21 (tf.Module): the assignment raised and left no attribute, for a shape and a dtype
+    assert not hasattr(module, "w") and not hasattr(other, "b")
 
 
 def test_a_later_restore_wins_where_it_has_a_value_and_an_earlier_one_fills_in(

@@ -46,3 +46,60 @@ def test_a_shape_mismatch_names_the_variable_as_tf_does(tmp_path: Path) -> None:
         r"variable with shape \(3,\) and name a:0\.$",
     ):
         ckpt.restore(path)
+
+
+# -- attributes ----------------------------------------------------------------------------------
+
+
+def test_a_value_that_is_not_trackable_is_a_plain_attribute_of_a_checkpoint(
+    tmp_path: Path,
+) -> None:
+    # TF: `ckpt.a = 3` is allowed (AutoTrackable tracks nothing for it) and reads back 3; a
+    # variable tracked under that name before stays saved under it. Only the constructor's
+    # keyword arguments must be trackable.
+    ckpt = train.Checkpoint()
+    ckpt.step = 3
+    assert ckpt.step == 3
+    ckpt.name = "run"
+    assert ckpt.name == "run"
+    v = mwms_mpi.Variable(1.5)
+    ckpt.a = v
+    ckpt.a = None
+    assert ckpt.a is None
+    path = ckpt.save(str(tmp_path / "ck"))
+    v.assign(0.0)
+    fresh = mwms_mpi.Variable(0.0)
+    train.Checkpoint(a=fresh).restore(path).assert_consumed()
+    assert fresh.numpy() == np.float32(1.5)
+    ckpt.a = mwms_mpi.Variable(2.0)  # trackable again: tracked and read back
+    assert float(ckpt.a.numpy()) == 2.0
+    with pytest.raises(ValueError, match="expecting a to be a trackable object"):
+        train.Checkpoint(a=3)
+
+
+def test_a_deferred_value_that_does_not_fit_leaves_no_attribute(tmp_path: Path) -> None:
+    # TF: setting the attribute raises (ValueError for a shape, InvalidArgumentError for a
+    # dtype) and the object has no such attribute afterwards; the same for a tf.Module. The
+    # value was taken off the waiting ones (TF pops the deferred dependency, then restores):
+    # a later variable of the right shape keeps its own value.
+    path = _saved(tmp_path)
+    ckpt = train.Checkpoint()
+    ckpt.restore(path)
+    with pytest.raises(ValueError, match="Received incompatible tensor"):
+        ckpt.a = mwms_mpi.Variable(np.zeros(3, np.float32))
+    with pytest.raises(AttributeError, match="'Checkpoint' object has no attribute 'a'"):
+        ckpt.a  # noqa: B018
+    with pytest.raises(errors.InvalidArgumentError):
+        ckpt.b = mwms_mpi.Variable(np.zeros(2, np.float64))
+    assert not hasattr(ckpt, "b")
+    ckpt.a = mwms_mpi.Variable(np.ones(2, np.float32))
+    assert ckpt.a.numpy().tolist() == [1.0, 1.0]
+
+    module = mwms_mpi.Module()
+    module.k = mwms_mpi.Variable([1.0, 2.0])
+    saved = train.Checkpoint(m=module).save(str(tmp_path / "m"))
+    other = mwms_mpi.Module()
+    train.Checkpoint(m=other).restore(saved).expect_partial()
+    with pytest.raises(ValueError, match="Received incompatible tensor"):
+        other.k = mwms_mpi.Variable([0.0, 0.0, 0.0])
+    assert not hasattr(other, "k")
