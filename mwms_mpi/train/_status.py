@@ -140,6 +140,12 @@ class SaveCounter:
     Every worker calls ``save`` equally often, so the counters agree without communication.
     """
 
+    # TF's save_counter is a tf.Variable: int64, shape (), named, not trainable
+    dtype = np.dtype(np.int64)
+    shape = ()
+    name = "save_counter:0"
+    trainable = False
+
     def __init__(self, value: int = 0) -> None:
         self._value = np.int64(value)
 

@@ -103,3 +103,12 @@ def test_a_deferred_value_that_does_not_fit_leaves_no_attribute(tmp_path: Path) 
     with pytest.raises(ValueError, match="Received incompatible tensor"):
         other.k = mwms_mpi.Variable([0.0, 0.0, 0.0])
     assert not hasattr(other, "k")
+
+
+def test_save_counter_is_an_int64_scalar_variable() -> None:
+    # TF: save_counter.dtype tf.int64, shape (), name 'save_counter:0', trainable False
+    counter = train.Checkpoint().save_counter
+    assert counter.dtype == np.int64
+    assert tuple(counter.shape) == ()
+    assert counter.name == "save_counter:0"
+    assert counter.trainable is False
