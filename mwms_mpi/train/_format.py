@@ -370,8 +370,9 @@ def read_checkpoint(prefix: str) -> CheckpointData:
     """Reads and verifies the checkpoint at ``prefix``.
 
     Raises:
-      NotFoundError: if there is no index file for ``prefix``.
-      DataLossError: if the index or the data file is incomplete, corrupt or missing.
+      NotFoundError: if there is no index file for ``prefix`` and no ``prefix``.
+      DataLossError: if the index or the data file is incomplete, corrupt or missing, or
+        ``prefix`` has no index but exists (TF's error for a file that is no table).
     """
     path = index_path(prefix)
     directory = os.path.dirname(prefix) or "."
@@ -381,6 +382,8 @@ def read_checkpoint(prefix: str) -> CheckpointData:
         with _open_regular(path) as file:
             raw = file.read()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+        if os.path.exists(prefix):
+            raise _not_a_table(prefix) from exc
         raise errors.NotFoundError(
             None,
             _OP,
@@ -443,6 +446,24 @@ def read_checkpoint(prefix: str) -> CheckpointData:
         except _DATA_ERRORS as exc:
             raise _data_loss(prefix, f"its data file {data_path} is corrupt ({exc})") from exc
     return result
+
+
+def _not_a_table(prefix: str) -> errors.DataLossError:
+    """TF's error for a prefix with no index that exists (a directory, the data file, any other
+    file): TF then opens the prefix itself as a V1 table. Only its size is looked at (an
+    sstable's footer is 48 bytes)."""
+    if os.path.isdir(prefix):
+        why = f"FAILED_PRECONDITION: {prefix}; Is a directory"
+    elif os.path.getsize(prefix) < 48:
+        why = "DATA_LOSS: file is too short to be an sstable"
+    else:
+        why = "DATA_LOSS: not an sstable (bad magic number)"
+    return errors.DataLossError(
+        None,
+        _OP,
+        f"Unable to open table file {prefix}: {why}: perhaps your file is in a different file "
+        "format and you need to use a different restore operator?",
+    )
 
 
 def _data_loss(prefix: str, why: str) -> errors.DataLossError:

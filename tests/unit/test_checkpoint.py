@@ -162,11 +162,11 @@ def test_restore_none_and_missing_paths(tmp_path: Path) -> None:
     assert status.expect_partial() is status
     with pytest.raises(AssertionError, match=r"No checkpoint specified \(save_path=None\)"):
         status.assert_consumed()
-    for missing in (str(tmp_path / "missing-7"), str(tmp_path)):
-        with pytest.raises(errors.NotFoundError, match="Failed to find any matching files"):
-            ckpt.restore(missing)
-        with pytest.raises(errors.NotFoundError):
-            ckpt.read(missing)
+    missing = str(tmp_path / "missing-7")  # a directory: test_checkpoint_tf_audit.py
+    with pytest.raises(errors.NotFoundError, match="Failed to find any matching files"):
+        ckpt.restore(missing)
+    with pytest.raises(errors.NotFoundError):
+        ckpt.read(missing)
 
 
 def test_partial_matches_and_assertions(tmp_path: Path) -> None:

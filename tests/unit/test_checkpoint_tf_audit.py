@@ -112,3 +112,31 @@ def test_save_counter_is_an_int64_scalar_variable() -> None:
     assert tuple(counter.shape) == ()
     assert counter.name == "save_counter:0"
     assert counter.trainable is False
+
+
+# -- paths that are no checkpoint ----------------------------------------------------------------
+
+
+def test_a_directory_or_a_file_that_is_no_checkpoint_raises_data_loss(tmp_path: Path) -> None:
+    # TF 2.21, restore and read alike: with no index next to it, a prefix that exists is opened
+    # as a (V1) table and DataLossError names why it is none; a prefix that does not exist
+    # raises NotFoundError.
+    ckpt = train.Checkpoint(a=mwms_mpi.Variable(0.0))
+    saved = Path(ckpt.save(str(tmp_path / "ck")))
+    data = next(saved.parent.glob(saved.name + ".data-*"))
+    plain = tmp_path / "plain"
+    plain.write_text("hello")
+    tail = ": perhaps your file is in a different file format and you need to use a different "
+    tail += "restore operator?"
+    expected = {
+        str(tmp_path): f"FAILED_PRECONDITION: {tmp_path}; Is a directory",
+        str(plain): "DATA_LOSS: file is too short to be an sstable",
+        str(data): "DATA_LOSS: not an sstable (bad magic number)",
+    }
+    for prefix, why in expected.items():
+        for method in (ckpt.restore, ckpt.read):
+            with pytest.raises(errors.DataLossError) as raised:
+                method(prefix)
+            assert raised.value.message == f"Unable to open table file {prefix}: {why}{tail}"
+    with pytest.raises(errors.NotFoundError):
+        ckpt.restore(str(tmp_path / "missing-1"))
