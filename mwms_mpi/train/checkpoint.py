@@ -27,7 +27,7 @@ import numpy as np
 
 from mwms_mpi import errors
 from mwms_mpi.collective.call_context import api_call
-from mwms_mpi.train import _deferred, _format, _lock, _roles, _state
+from mwms_mpi.train import _deferred, _format, _lock, _roles, _state, checkpoint_options
 from mwms_mpi.train._restore import Restoration, restore_into, wait_on
 from mwms_mpi.train._status import (
     CheckpointLoadStatus,
@@ -150,7 +150,7 @@ class Checkpoint:
 
         Args:
           file_prefix: a prefix to use for the checkpoint filenames (``/path/to/directory/ckpt``).
-          options: accepted for TF's signature; unused.
+          options: a ``CheckpointOptions`` or ``None``; its options change nothing here.
 
         Returns:
           The full path to the checkpoint (the chief's path, on every worker).
@@ -159,6 +159,7 @@ class Checkpoint:
           ValueError: a value's dtype cannot be restored bit for bit (nothing is written).
           FailedPreconditionError: another live job writes into the directory.
         """
+        checkpoint_options.checked(options)
         self.save_counter.assign_add(1)
         path = f"{os.fspath(file_prefix)}-{int(self._save_counter)}"
 
@@ -176,7 +177,7 @@ class Checkpoint:
 
         Args:
           file_prefix: the prefix of the checkpoint's files.
-          options: accepted for TF's signature; unused.
+          options: a ``CheckpointOptions`` or ``None``; its options change nothing here.
 
         Returns:
           The full path to the checkpoint (i.e. ``file_prefix``).
@@ -185,6 +186,7 @@ class Checkpoint:
           ValueError: a value's dtype cannot be restored bit for bit (nothing is written).
           FailedPreconditionError: another live job writes into the directory.
         """
+        checkpoint_options.checked(options)
         return self._write(os.fspath(file_prefix), "Checkpoint.write")
 
     def _write(
@@ -245,7 +247,7 @@ class Checkpoint:
         Args:
           save_path: the path to the checkpoint as returned by ``write``. If ``None``, nothing
             is read (TF).
-          options: accepted for TF's signature; unused.
+          options: a ``CheckpointOptions`` or ``None``; its options change nothing here.
 
         Returns:
           A load status object with ``assert_consumed`` and ``expect_partial``; for
@@ -257,6 +259,7 @@ class Checkpoint:
           ValueError: if a saved shape differs from the object's shape.
           InvalidArgumentError: if a saved dtype differs from the object's (TF's error).
         """
+        checkpoint_options.checked(options)
         if save_path is None:  # TF: as restore(None)
             return InitializationOnlyStatus()
         return self._restore(os.fspath(save_path), creates_counter=False)
@@ -281,7 +284,7 @@ class Checkpoint:
         Args:
           save_path: the path to the checkpoint, as returned by ``save`` or
             ``mwms_mpi.train.latest_checkpoint``. If ``None``, nothing is restored.
-          options: accepted for TF's signature; unused.
+          options: a ``CheckpointOptions`` or ``None``; its options change nothing here.
 
         Returns:
           A load status object (``assert_consumed``, ``assert_existing_objects_matched``,
@@ -293,6 +296,7 @@ class Checkpoint:
           ValueError: if a saved shape differs from the object's shape.
           InvalidArgumentError: if a saved dtype differs from the object's (TF's error).
         """
+        checkpoint_options.checked(options)
         if save_path is None:
             return InitializationOnlyStatus()
         return self._restore(os.fspath(save_path), creates_counter=True)

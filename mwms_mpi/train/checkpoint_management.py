@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mwms_mpi.train import _format, _state
+from mwms_mpi.train import _format, _state, checkpoint_options
 from mwms_mpi.train.checkpoint import Checkpoint
 
 
@@ -178,7 +178,7 @@ class CheckpointManager:
             way).
           check_interval: with ``checkpoint_interval`` set, skip the save if fewer than that
             many steps passed since the last checkpoint; ``False`` forces the save.
-          options: accepted for TF's signature; unused.
+          options: a ``CheckpointOptions`` or ``None``; its options change nothing here.
 
         Returns:
           The path to the new checkpoint (the chief's, on every worker), or ``None`` if the
@@ -195,6 +195,7 @@ class CheckpointManager:
                 return None
         counter = self._checkpoint.save_counter
         counter.assign_add(1)
+        checkpoint_options.checked(options, "experimental_write_callbacks")  # TF: after the +1
         number = int(counter) if checkpoint_number is None else _read_step(checkpoint_number)
         prefix = f"{self._checkpoint_prefix}-{number}"
         maybe_delete = collections.OrderedDict(self._maybe_delete)

@@ -56,3 +56,12 @@ class CheckpointOptions:
         self.experimental_write_callbacks = experimental_write_callbacks
         self.experimental_sharding_callback = experimental_sharding_callback
         self.experimental_skip_slot_variables = experimental_skip_slot_variables
+
+
+def checked(options: Any, read_first: str = "experimental_enable_async_checkpoint") -> Any:
+    """``options`` as TF takes it: a false value (``None``) means the defaults; anything else
+    is used as an options object, so one without the option TF reads first (``read_first``)
+    raises TF's (Python's) ``AttributeError`` before anything is done."""
+    options = options or CheckpointOptions()
+    getattr(options, read_first)
+    return options

@@ -140,3 +140,32 @@ def test_a_directory_or_a_file_that_is_no_checkpoint_raises_data_loss(tmp_path: 
             assert raised.value.message == f"Unable to open table file {prefix}: {why}{tail}"
     with pytest.raises(errors.NotFoundError):
         ckpt.restore(str(tmp_path / "missing-1"))
+
+
+# -- options -------------------------------------------------------------------------------------
+
+
+def test_options_that_are_no_options_object_raise_tfs_attribute_error(tmp_path: Path) -> None:
+    # TF 2.21: `options or CheckpointOptions()`, then an option is read: save, write, restore
+    # and read (a None path included) raise before doing anything; CheckpointManager.save
+    # after counting the save (the next is ckpt-2), unless checkpoint_interval skips it.
+    ckpt = train.Checkpoint(v=mwms_mpi.Variable(1.0))
+    message = "'int' object has no attribute 'experimental_enable_async_checkpoint'"
+    calls = {
+        "save": lambda: ckpt.save(str(tmp_path / "a"), options=3),
+        "write": lambda: ckpt.write(str(tmp_path / "b"), options=3),
+        "restore": lambda: ckpt.restore(None, options=3),
+        "read": lambda: ckpt.read(str(tmp_path / "missing"), options=3),
+    }
+    for call in calls.values():
+        with pytest.raises(AttributeError, match=f"^{message}$"):
+            call()
+    assert int(ckpt.save_counter) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    manager = train.CheckpointManager(ckpt, str(tmp_path / "m"), max_to_keep=2)
+    with pytest.raises(
+        AttributeError, match=r"^'int' object has no attribute 'experimental_write_callbacks'$"
+    ):
+        manager.save(options=3)
+    assert manager.save(options=None) == str(tmp_path / "m" / "ckpt-2")
+    assert ckpt.save(str(tmp_path / "c"), options=train.CheckpointOptions()).endswith("c-3")
