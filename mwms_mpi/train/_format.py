@@ -44,7 +44,7 @@ import re
 import stat
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -215,7 +215,12 @@ def _token() -> str:
 # -- data + index -------------------------------------------------------------------------------
 
 
-def write_checkpoint(prefix: str, arrays: Iterable[tuple[str, np.ndarray]], counter: int) -> None:
+def write_checkpoint(
+    prefix: str,
+    arrays: Iterable[tuple[str, np.ndarray]],
+    counter: int,
+    aliases: Mapping[str, str] | None = None,
+) -> None:
     """Writes the data file, then the index, of the checkpoint at ``prefix``.
 
     Once the new index is in place, every other data file of ``prefix`` (the one the old index
@@ -226,6 +231,8 @@ def write_checkpoint(prefix: str, arrays: Iterable[tuple[str, np.ndarray]], coun
       prefix: the checkpoint's path prefix; its directory must exist.
       arrays: ``(key, array)`` pairs in the order they are saved.
       counter: the ``save_counter`` recorded in the index.
+      aliases: ``key -> first key`` for a value saved again because its object was reached
+        under another name before (TF saves such an object once, as one node).
     """
     items = list(arrays)
     directory, base = os.path.split(prefix)
@@ -252,6 +259,7 @@ def write_checkpoint(prefix: str, arrays: Iterable[tuple[str, np.ndarray]], coun
         "shapes": {key: list(array.shape) for key, array in items},
         "dtypes": {key: array.dtype.name for key, array in items},
         "crc32": crcs,
+        "aliases": dict(aliases or {}),
     }
     text = json.dumps(index, indent=1).encode()
     atomic_write(index_path(prefix), lambda file: file.write(text))
@@ -265,6 +273,7 @@ class CheckpointData:
     path: str
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     save_counter: int = 0
+    aliases: dict[str, str] = field(default_factory=dict)  # key -> the first key of its object
 
 
 def _open_regular(path: str) -> IO[bytes]:
@@ -406,6 +415,9 @@ def read_checkpoint(prefix: str) -> CheckpointData:
         shapes = {key: tuple(int(n) for n in index["shapes"][key]) for key in keys}
         dtypes = {key: np.dtype(index["dtypes"][key]) for key in keys}
         crcs = {key: int(index["crc32"][key]) for key in keys}
+        aliases = {str(k): str(v) for k, v in index.get("aliases", {}).items()}
+        if not set(aliases) | set(aliases.values()) <= set(keys):
+            raise ValueError("an alias of a key it does not hold")
     except _INDEX_ERRORS as exc:
         raise _data_loss(prefix, f"the index {path} is incomplete or corrupt ({exc})") from exc
     data_path = os.path.join(os.path.dirname(prefix), str(data_name))
@@ -425,7 +437,7 @@ def read_checkpoint(prefix: str) -> CheckpointData:
         raise _data_loss(
             prefix, f"its data file {data_path} is missing or not a regular file ({exc})"
         ) from exc
-    result = CheckpointData(prefix, save_counter=counter)
+    result = CheckpointData(prefix, save_counter=counter, aliases=aliases)
     with data:
         size = os.fstat(data.fileno()).st_size
         if size != data_bytes:

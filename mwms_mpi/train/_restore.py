@@ -37,7 +37,7 @@ import numpy as np
 from mwms_mpi import _arrays, errors
 from mwms_mpi._constant import tf_dtype_name
 from mwms_mpi.train import _deferred
-from mwms_mpi.train._walk import children, nodes, pretty
+from mwms_mpi.train._walk import breadth_first, children, nodes, pretty
 from mwms_mpi.types import VariableSynchronization
 from mwms_mpi.values.aggregation import on_read_component_value
 from mwms_mpi.values.distributed_variable import DistributedVariable
@@ -55,9 +55,15 @@ class _Progress:
     keys: list[str]
     matched: set[str] = field(default_factory=set)
     partial: bool = False
+    node_of: dict[str, str] = field(default_factory=dict)  # alias key -> first key
+    bound: set[str] = field(default_factory=set)  # first keys whose object has its value
 
     def unused(self) -> list[str]:
-        return [key for key in self.keys if key not in self.matched]
+        return [
+            key
+            for key in self.keys
+            if key not in self.matched and self.node_of.get(key, key) not in self.bound
+        ]
 
 
 def _warn_unused(progress: _Progress) -> None:
@@ -80,12 +86,40 @@ def _warn_unused(progress: _Progress) -> None:
 class Restoration:
     """The values of one restore, and which of them were assigned to an object so far."""
 
-    def __init__(self, path: str, arrays: Mapping[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        path: str,
+        arrays: Mapping[str, np.ndarray],
+        aliases: Mapping[str, str] | None = None,
+    ) -> None:
         self.path = path
         self.arrays = dict(arrays)  # the values not assigned yet
         self.sequence = next(_sequence)
-        self.progress = _Progress(path, list(self.arrays))
+        self.progress = _Progress(path, list(self.arrays), node_of=dict(aliases or {}))
+        self._holders: dict[str, Any] = {}  # first key -> (a weak reference to) its object
         weakref.finalize(self, _warn_unused, self.progress)
+
+    def bind(self, found: list[tuple[str, Any]]) -> set[str]:
+        """The keys of ``found`` (``(key, leaf)`` in walk order) whose object takes the saved
+        value: as TF binds each saved object to the first Python object its breadth-first walk
+        reaches it by, an object saved under several names (``aliases``) gives its value to
+        one object only; another object under another of those names gets none and counts as
+        unmatched (the same object under all of them matches all)."""
+        objects = dict(found)
+        takes: set[str] = set()
+        for key in breadth_first([key for key, _ in found]):
+            node, leaf = self.progress.node_of.get(key, key), objects[key]
+            holder = self._holders.get(node)
+            if holder is None:
+                try:
+                    self._holders[node] = weakref.ref(leaf)
+                except TypeError:  # cannot be weakly referenced: held
+                    self._holders[node] = lambda leaf=leaf: leaf
+                self.progress.bound.add(node)
+            elif holder() is not leaf:
+                continue
+            takes.add(key)
+        return takes
 
     @property
     def matched(self) -> set[str]:
@@ -148,10 +182,15 @@ def restore_into(
     plan: list[tuple[str, Any, np.ndarray | None]] = []
     planned: set[int] = set()  # an object under two names takes the first one's value (TF)
     containers = []
+    found = []
     for node in nodes(objects, prefix):
         if not node.leaf:
             containers.append(node)
         elif node.key in restoration.arrays and not (deferred and node.key in restoration.matched):
+            found.append(node)
+    takes = restoration.bind([(node.key, node.obj) for node in found])
+    for node in found:
+        if node.key in takes:
             if id(node.obj) in planned or (
                 deferred and _deferred.newer_restore(node.obj, restoration.sequence)
             ):

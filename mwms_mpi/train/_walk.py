@@ -141,6 +141,37 @@ def leaves(objects: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
             yield node.key, node.obj
 
 
+def breadth_first(keys: list[str]) -> list[str]:
+    """Leaf ``keys`` in :func:`nodes` (depth-first) order, put in TF's breadth-first order of
+    its object-graph walk: by depth, then as their parents are ordered (a container's place
+    is that of its first leaf, since a depth-first walk visits a subtree in one run)."""
+    first: dict[str, int] = {}
+    for position, key in enumerate(keys):
+        parts = key.split("/")
+        for depth in range(1, len(parts) + 1):
+            first.setdefault("/".join(parts[:depth]), position)
+
+    def rank(key: str) -> tuple[int, list[int]]:
+        parts = key.split("/")
+        return len(parts), [first["/".join(parts[:d])] for d in range(1, len(parts) + 1)]
+
+    return sorted(keys, key=rank)
+
+
+def aliases(found: list[tuple[str, Any]]) -> dict[str, str]:
+    """``key -> first key`` for each leaf reached again under another name: TF saves such an
+    object once, under the name its breadth-first walk reaches first, and a restore gives its
+    value to one object only (``_restore.Restoration.bind``)."""
+    objects = dict(found)
+    first: dict[int, str] = {}
+    result: dict[str, str] = {}
+    for key in breadth_first([key for key, _ in found]):
+        primary = first.setdefault(id(objects[key]), key)
+        if primary != key:
+            result[key] = primary
+    return result
+
+
 # -- values to save ------------------------------------------------------------------------------
 
 

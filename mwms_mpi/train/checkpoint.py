@@ -34,7 +34,14 @@ from mwms_mpi.train._status import (
     InitializationOnlyStatus,
     SaveCounter,
 )
-from mwms_mpi.train._walk import children, is_container, is_trackable, leaves, read_for_save
+from mwms_mpi.train._walk import (
+    aliases,
+    children,
+    is_container,
+    is_trackable,
+    leaves,
+    read_for_save,
+)
 from mwms_mpi.train._worker_dirs import (
     prepare_worker_temp_dir,
     remove_worker_temp_dir,
@@ -216,7 +223,9 @@ class Checkpoint:
         role = _roles.role_for(strategy_for(objects))
         temp_dir = None if role.chief else worker_temp_dir(directory, role.task_id)
         with api_call(role.communicator, api):
-            failure = _write_files(file_prefix, values, int(self._save_counter), temp_dir, root)
+            failure = _write_files(
+                file_prefix, values, int(self._save_counter), temp_dir, root, aliases(found)
+            )
             if failure is None and role.chief and commit is not None:
                 try:
                     commit(file_prefix)
@@ -305,7 +314,7 @@ class Checkpoint:
         """``restore`` (which creates ``save_counter``, as TF's) or ``read`` (which does not: a
         saved counter then sets it, but counts as unmatched until it exists, as in TF)."""
         data = _format.read_checkpoint(save_path)
-        restoration = Restoration(save_path, data.arrays)
+        restoration = Restoration(save_path, data.arrays, data.aliases)
         restore_into(self._trackable_children(), restoration)
         if creates_counter:
             object.__setattr__(self, "_counter_exists", True)
@@ -340,6 +349,7 @@ def _write_files(
     counter: int,
     temp_dir: str | None,
     root: str,
+    same: dict[str, str],
 ) -> Exception | None:
     """Writes the checkpoint's files (the chief: at ``file_prefix``, after taking the lock of
     ``root``; a worker: in ``temp_dir``, removed after). Returns the error, if any."""
@@ -354,7 +364,7 @@ def _write_files(
             prepare_worker_temp_dir(directory, temp_dir)
             prepared = temp_dir
             prefix = os.path.join(temp_dir, os.path.basename(file_prefix))
-        _format.write_checkpoint(prefix, values, counter)
+        _format.write_checkpoint(prefix, values, counter, same)
     except Exception as exc:
         return exc
     finally:

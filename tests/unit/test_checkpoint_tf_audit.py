@@ -6,6 +6,7 @@ Each expected value below was printed by TF 2.21 (``tf.train.Checkpoint``, ``tf.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +170,53 @@ def test_options_that_are_no_options_object_raise_tfs_attribute_error(tmp_path: 
         manager.save(options=3)
     assert manager.save(options=None) == str(tmp_path / "m" / "ckpt-2")
     assert ckpt.save(str(tmp_path / "c"), options=train.CheckpointOptions()).endswith("c-3")
+
+
+# -- one object under several names --------------------------------------------------------------
+
+
+def test_an_object_saved_under_several_names_restores_into_one_object(tmp_path: Path) -> None:
+    # TF 2.21 saves an object reached under several names once (a node of its object graph,
+    # under the name its breadth-first walk reaches first) and binds it, on restore, to the
+    # first object reaching it: the others get nothing and are unmatched. Saved as
+    # Checkpoint(b=v, a={"x": v}, c=[v]) with v 7.0, restored into
+    #   distinct objects: b 7.0, a/x 0.0, c/0 0.0, "Found 2 Python objects that were not bound"
+    #   c only: c/0 7.0, consumed; a only: a/x 7.0, consumed
+    #   a and c: a/x 7.0 (depth 2, before c), c/0 0.0, 1 not bound
+    #   one object w under all three: 7.0, consumed
+    #   w under b and c, another under a: 7.0, 7.0, 0.0, 1 not bound
+    v = mwms_mpi.Variable(7.0)
+    path = train.Checkpoint(b=v, a={"x": v}, c=[v]).save(str(tmp_path / "t"))
+
+    def restored(**objects: object) -> tuple[list[float], str]:
+        status = train.Checkpoint(**objects).restore(path)
+        try:
+            status.assert_consumed()
+            outcome = "consumed"
+        except AssertionError as exc:
+            outcome = str(exc)[: len("Found 2 Python objects that were not bound")]
+        leaves = [objects[name] for name in sorted(objects)]
+        flat = [
+            x["x"] if isinstance(x, dict) else x[0] if isinstance(x, list) else x for x in leaves
+        ]
+        return [float(x.numpy()) for x in flat], outcome  # type: ignore[attr-defined]
+
+    def var() -> mwms_mpi.Variable:
+        return mwms_mpi.Variable(0.0)
+
+    not_bound = "Found {} Python objects that were not bound"
+    assert restored(b=var(), a={"x": var()}, c=[var()]) == ([0.0, 7.0, 0.0], not_bound.format(2))
+    assert restored(c=[var()]) == ([7.0], "consumed")
+    assert restored(a={"x": var()}) == ([7.0], "consumed")
+    assert restored(a={"x": var()}, c=[var()]) == ([7.0, 0.0], not_bound.format(1))
+    w = var()
+    assert restored(b=w, a={"x": w}, c=[w]) == ([7.0, 7.0, 7.0], "consumed")
+    w = var()
+    assert restored(b=w, a={"x": var()}, c=[w]) == ([0.0, 7.0, 7.0], not_bound.format(1))
+    index = Path(path + ".index.json")
+    recorded = json.loads(index.read_text())
+    assert recorded["aliases"] == {"a/x": "b", "c/0": "b"}
+    recorded["aliases"] = {"a/x": "missing"}  # forged: names a key the file does not hold
+    index.write_text(json.dumps(recorded))
+    with pytest.raises(errors.DataLossError, match="incomplete or corrupt"):
+        train.Checkpoint(b=var()).restore(path)
