@@ -20,6 +20,7 @@ instead of silently mixing checkpoints (``_lock.py``).
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -85,6 +86,8 @@ class Checkpoint:
         # TF creates save_counter lazily (save, restore, or reading the property): until then
         # a write() holds none and the status checks do not ask for it
         object.__setattr__(self, "_counter_exists", False)
+        # reads that hold a counter value while there is no counter: bound when it is made
+        object.__setattr__(self, "_counter_waiting", [])
         if root is not None and not is_container(root):
             raise _not_trackable("root", root)
         object.__setattr__(self, "_root", root)  # its children are read at each use, as TF's
@@ -144,8 +147,22 @@ class Checkpoint:
     @property
     def save_counter(self) -> SaveCounter:
         """Incremented when ``save()`` is called. Used to number checkpoints."""
-        object.__setattr__(self, "_counter_exists", True)
+        self._make_counter()
         return self._save_counter
+
+    def _make_counter(self) -> None:
+        """TF's lazy creation of ``save_counter``: a ``read`` before it kept its saved counter
+        waiting (TF's deferred restoration), which now binds to it (its value was set by the
+        read), so that read's status counts it as consumed, as TF's does."""
+        if self._counter_exists:
+            return
+        object.__setattr__(self, "_counter_exists", True)
+        for waiting in self._counter_waiting:
+            restoration = waiting()
+            if restoration is not None and "save_counter" in restoration.arrays:
+                restoration.arrays.pop("save_counter")
+                restoration.matched.add("save_counter")
+        self._counter_waiting.clear()
 
     def save(self, file_prefix: str, options: Any = None) -> str:
         """Saves a training checkpoint and provides basic checkpoint management.
@@ -312,17 +329,20 @@ class Checkpoint:
 
     def _restore(self, save_path: str, creates_counter: bool) -> CheckpointLoadStatus:
         """``restore`` (which creates ``save_counter``, as TF's) or ``read`` (which does not: a
-        saved counter then sets it, but counts as unmatched until it exists, as in TF)."""
+        saved counter then sets it, but counts as unmatched until it exists, as in TF,
+        :meth:`_make_counter`)."""
         data = _format.read_checkpoint(save_path)
         restoration = Restoration(save_path, data.arrays, data.aliases)
         restore_into(self._trackable_children(), restoration)
         if creates_counter:
-            object.__setattr__(self, "_counter_exists", True)
+            self._make_counter()
         if "save_counter" in data.arrays:
             self._save_counter.assign(data.arrays["save_counter"])
             if self._counter_exists:
                 restoration.arrays.pop("save_counter")
                 restoration.matched.add("save_counter")
+            else:
+                self._counter_waiting.append(weakref.ref(restoration))
         if "" in restoration.waiting_parents():
             wait_on(self, restoration, "")  # a later attribute of this checkpoint
             if self._root is not None:  # ... or of its root (a Module's notifies)

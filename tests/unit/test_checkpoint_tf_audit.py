@@ -220,3 +220,39 @@ def test_an_object_saved_under_several_names_restores_into_one_object(tmp_path: 
     index.write_text(json.dumps(recorded))
     with pytest.raises(errors.DataLossError, match="incomplete or corrupt"):
         train.Checkpoint(b=var()).restore(path)
+
+
+# -- save_counter created after a read -----------------------------------------------------------
+
+
+def test_a_counter_read_before_it_existed_is_bound_when_it_is_created(tmp_path: Path) -> None:
+    # TF 2.21: `read` of a saved checkpoint keeps its save_counter value waiting (the counter is
+    # made lazily); when the counter is made (reading the property, `restore`, `save`), the
+    # waiting value is bound, so the read's status is consumed. Saved twice (counter 2):
+    #   read: consumed FAIL, existing ok; then save_counter -> 2: consumed ok, existing ok
+    #   read, then restore of another save (counter 1): both statuses consumed; counter 1
+    #   read, then save: "u-3", the read's status consumed
+    src = train.Checkpoint(c=mwms_mpi.Variable(1.0))
+    src.save(str(tmp_path / "s"))
+    first = src.save(str(tmp_path / "s"))
+    second = train.Checkpoint(c=mwms_mpi.Variable(2.0)).save(str(tmp_path / "t"))
+
+    ckpt = train.Checkpoint(c=mwms_mpi.Variable(0.0))
+    status = ckpt.read(first)
+    status.assert_existing_objects_matched()
+    with pytest.raises(AssertionError, match="save_counter"):
+        status.assert_consumed()
+    assert int(ckpt.save_counter) == 2
+    status.assert_consumed()
+
+    ckpt = train.Checkpoint(c=mwms_mpi.Variable(0.0))
+    status = ckpt.read(first)
+    later = ckpt.restore(second)
+    status.assert_consumed()
+    later.assert_consumed()
+    assert int(ckpt.save_counter) == 1
+
+    ckpt = train.Checkpoint(c=mwms_mpi.Variable(0.0))
+    status = ckpt.read(first)
+    assert ckpt.save(str(tmp_path / "u")) == str(tmp_path / "u-3")
+    status.assert_consumed()
