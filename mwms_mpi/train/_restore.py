@@ -99,6 +99,15 @@ class Restoration:
         self._holders: dict[str, Any] = {}  # first key -> (a weak reference to) its object
         weakref.finalize(self, _warn_unused, self.progress)
 
+    def has_matched(self, key: str, leaf: Any) -> bool:
+        """Whether ``leaf``, found under ``key``, got its value from this restore: its key was
+        matched, or the saved object of that name was bound to this very leaf under another
+        of its names (TF binds objects, not names)."""
+        if key in self.matched:
+            return True
+        holder = self._holders.get(self.progress.node_of.get(key, key))
+        return holder is not None and holder() is leaf
+
     def bind(self, found: list[tuple[str, Any]]) -> set[str]:
         """The keys of ``found`` (``(key, leaf)`` in walk order) whose object takes the saved
         value: as TF binds each saved object to the first Python object its breadth-first walk

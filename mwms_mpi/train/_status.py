@@ -58,8 +58,10 @@ class CheckpointLoadStatus:
         Raises:
           AssertionError: if an existing object matched no value in the checkpoint.
         """
-        matched = self._restoration.matched
-        unmatched = [(key, leaf) for key, leaf in self._current() if key not in matched]
+        restoration = self._restoration
+        unmatched = [
+            (key, leaf) for key, leaf in self._current() if not restoration.has_matched(key, leaf)
+        ]
         if unmatched:
             shown = unmatched[:10]
             raise AssertionError(

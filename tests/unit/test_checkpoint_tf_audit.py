@@ -213,6 +213,20 @@ def test_an_object_saved_under_several_names_restores_into_one_object(tmp_path: 
     assert restored(b=w, a={"x": w}, c=[w]) == ([7.0, 7.0, 7.0], "consumed")
     w = var()
     assert restored(b=w, a={"x": var()}, c=[w]) == ([0.0, 7.0, 7.0], not_bound.format(1))
+    # restore first, then create (TF 2.21): [x] at c and x at b: 7.0, 7.0, consumed; distinct
+    # objects: c/0 7.0 (made first, bound), b 0.0, not consumed
+    ckpt = train.Checkpoint()
+    status = ckpt.restore(path).expect_partial()
+    x = var()
+    ckpt.c, ckpt.b = [x], x
+    assert float(x.numpy()) == 7.0
+    status.assert_consumed()
+    ckpt = train.Checkpoint()
+    status = ckpt.restore(path).expect_partial()
+    ckpt.c, ckpt.b = [var()], var()
+    assert (float(ckpt.c[0].numpy()), float(ckpt.b.numpy())) == (7.0, 0.0)
+    with pytest.raises(AssertionError, match=not_bound.format(1)):
+        status.assert_existing_objects_matched()
     index = Path(path + ".index.json")
     recorded = json.loads(index.read_text())
     assert recorded["aliases"] == {"a/x": "b", "c/0": "b"}
