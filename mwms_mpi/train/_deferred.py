@@ -71,7 +71,7 @@ def register(obj: Any, pending: Pending) -> bool:
     """Records that ``pending`` waits for children of ``obj``; False if ``obj`` cannot be
     weakly referenced (it is then never notified). Every restore's entry is kept, as TF keeps
     each restore's deferred values: :func:`notify` lets the newest place first, and a value is
-    never placed into an object a newer restore gave one (:func:`newer_restore`)."""
+    never placed into an object this or a newer restore gave one (:func:`restored_since`)."""
     with _LOCK:
         entry = _entries.get(id(obj))
         if entry is None or entry.ref() is not obj:
@@ -105,11 +105,13 @@ def restored(leaf: Any, sequence: int) -> None:
         _restored_by[id(leaf)] = _Restored(ref, sequence)
 
 
-def newer_restore(leaf: Any, sequence: int) -> bool:
-    """Whether a restore newer than ``sequence`` gave ``leaf`` its value already."""
+def restored_since(leaf: Any, sequence: int) -> bool:
+    """Whether restore ``sequence`` or a newer one gave ``leaf`` its value already (TF's
+    ``_update_uid >= restore_uid``: an object reached again, under another name, by the same
+    restore keeps the value it got first)."""
     with _LOCK:
         record = _restored_by.get(id(leaf))
-    return record is not None and record.ref() is leaf and record.sequence > sequence
+    return record is not None and record.ref() is leaf and record.sequence >= sequence
 
 
 def notify(obj: Any) -> None:

@@ -97,15 +97,16 @@ class Restoration:
         self.sequence = next(_sequence)
         self.progress = _Progress(path, list(self.arrays), node_of=dict(aliases or {}))
         self._holders: dict[str, Any] = {}  # first key -> (a weak reference to) its object
+        self._bound: dict[int, Any] = {}  # id -> (a weak reference to) an object bound here
         weakref.finalize(self, _warn_unused, self.progress)
 
     def has_matched(self, key: str, leaf: Any) -> bool:
-        """Whether ``leaf``, found under ``key``, got its value from this restore: its key was
-        matched, or the saved object of that name was bound to this very leaf under another
-        of its names (TF binds objects, not names)."""
+        """Whether ``leaf``, found under ``key``, was matched by this restore: its key was, or
+        a saved object was bound to this very leaf under any name (TF binds objects, not
+        names: an object bound to one saved object counts as matched wherever it is)."""
         if key in self.matched:
             return True
-        holder = self._holders.get(self.progress.node_of.get(key, key))
+        holder = self._bound.get(id(leaf))
         return holder is not None and holder() is leaf
 
     def bind(self, found: list[tuple[str, Any]]) -> set[str]:
@@ -121,9 +122,10 @@ class Restoration:
             holder = self._holders.get(node)
             if holder is None:
                 try:
-                    self._holders[node] = weakref.ref(leaf)
+                    holder = weakref.ref(leaf)
                 except TypeError:  # cannot be weakly referenced: held
-                    self._holders[node] = lambda leaf=leaf: leaf
+                    holder = lambda leaf=leaf: leaf  # noqa: E731
+                self._holders[node] = self._bound[id(leaf)] = holder
                 self.progress.bound.add(node)
             elif holder() is not leaf:
                 continue
@@ -180,9 +182,9 @@ def restore_into(
       objects: named children, e.g. a ``Checkpoint``'s.
       restoration: the saved values.
       prefix: the key of the object holding ``objects`` plus ``/``, or ``""`` at the root.
-      deferred: only assign values not assigned yet, and none to an object a newer restore
-        gave a value (a restore-on-create pass; TF's ``_update_uid`` rule): such a value
-        counts as matched, as in TF.
+      deferred: only assign values not assigned yet, and none to an object this or a newer
+        restore gave a value (a restore-on-create pass; TF's ``_update_uid`` rule): such a
+        value counts as matched, as in TF.
 
     Raises:
       ValueError: a saved shape differs from the object's, or the array is read-only.
@@ -198,18 +200,22 @@ def restore_into(
         elif node.key in restoration.arrays and not (deferred and node.key in restoration.matched):
             found.append(node)
     takes = restoration.bind([(node.key, node.obj) for node in found])
-    for node in found:
+    walked = {node.key: position for position, node in enumerate(found)}
+    first = {key: position for position, key in enumerate(breadth_first(list(walked)))}
+    # an object reached under several names takes the value of the first one TF's
+    # breadth-first walk reaches it by
+    for node in sorted(found, key=lambda node: first[node.key]):
         if node.key in takes:
             if id(node.obj) in planned or (
-                deferred and _deferred.newer_restore(node.obj, restoration.sequence)
+                deferred and _deferred.restored_since(node.obj, restoration.sequence)
             ):
                 plan.append((node.key, node.obj, None))  # matched, not assigned
                 continue
             planned.add(id(node.obj))
             plan.append((node.key, node.obj, restoration.arrays[node.key]))
-    try:
-        for check in (check_dtype, check_shape):  # TF's order: RestoreV2, then the assignments
-            for key, leaf, saved in plan:
+    try:  # TF's order: RestoreV2 (breadth first), then the assignments (as walked)
+        for check, order in ((check_dtype, first), (check_shape, walked)):
+            for key, leaf, saved in sorted(plan, key=lambda item: order[item[0]]):
                 if saved is not None:
                     check(key, leaf, saved, restoration.path)
     except (ValueError, errors.InvalidArgumentError):
