@@ -34,3 +34,16 @@ def owned_copy(element: Any) -> Any:
     """A fresh copy of ``element``: the dataset owns its data, so later changes to the
     caller's arrays do not leak in."""
     return nest.map_structure(np.array, element)
+
+
+def bool_arg(value: Any) -> bool:
+    """A bool argument as TF converts it to a ``tf.bool`` tensor (no ints).
+
+    Raises:
+      TypeError: not a Python or numpy bool.
+    """
+    if isinstance(value, bool | np.bool_) or (
+        isinstance(value, np.ndarray) and value.dtype == np.bool_ and value.ndim == 0
+    ):
+        return bool(value)
+    raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype bool")

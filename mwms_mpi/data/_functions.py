@@ -10,8 +10,8 @@ import numpy as np
 
 from mwms_mpi import nest
 from mwms_mpi.data import _structure
-from mwms_mpi.data._pipeline import UNKNOWN, Node
-from mwms_mpi.data.tensor_spec import TensorSpec
+from mwms_mpi.data._pipeline import UNKNOWN, Elements, Node
+from mwms_mpi.data.tensor_spec import DatasetSpec, TensorSpec
 
 
 class Map(Node):
@@ -73,9 +73,21 @@ class Filter(Node):
 
 
 def _probe(spec: Any, unknown: int, fill: int = 0) -> Any:
-    return nest.map_structure(
-        lambda s: np.full([unknown if d is None else d for d in s.shape], fill, s.dtype), spec
-    )
+    """Probe values of ``spec``: arrays of ``fill``, unknown dims of size ``unknown``; a
+    dataset component (``DatasetSpec``) is a dataset of one probe element.
+
+    Raises:
+      TypeError: a ``DatasetSpec`` that cannot make a dataset.
+    """
+
+    def one(s: Any) -> Any:
+        if isinstance(s, DatasetSpec):
+            if s.make is None:
+                raise TypeError(f"No probe value for {s}.")
+            return s.make(Elements([_probe(s.element_spec, unknown, fill)], s.element_spec))
+        return np.full([unknown if d is None else d for d in s.shape], fill, s.dtype)
+
+    return nest.map_structure(one, spec)
 
 
 # (size of unknown dims, fill value) of the probes after the first (2, 0). Sizes 3, 0 and 1

@@ -109,6 +109,25 @@ class Tensors(Node):
         yield nest.map_structure(np.copy, self.element)
 
 
+class Elements(Node):
+    """A window: the given elements, with the input's element spec (TF's ``WindowDataset``
+    helper dataset; its cardinality is the number of elements)."""
+
+    def __init__(self, elements: list[Any], spec: Any) -> None:
+        self.elements = elements
+        self.spec = spec
+
+    def element_spec(self) -> Any:
+        return self.spec
+
+    def cardinality(self) -> int:
+        return len(self.elements)
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        for element in self.elements:
+            yield nest.map_structure(np.copy, element)
+
+
 class Range(Node):
     def __init__(self, start: int, stop: int, step: int, dtype: np.dtype[Any]) -> None:
         self.values = range(start, stop, step)

@@ -21,7 +21,7 @@ from mwms_mpi._constant import tf_api_dtype_name
 from mwms_mpi.data import _functions, _structure
 from mwms_mpi.data._padded import shape_text
 from mwms_mpi.data._pipeline import UNKNOWN, Node
-from mwms_mpi.data.tensor_spec import TensorSpec
+from mwms_mpi.data.tensor_spec import DatasetSpec, TensorSpec
 
 
 def tf_spec_text(spec: Any) -> str:
@@ -29,6 +29,9 @@ def tf_spec_text(spec: Any) -> str:
     if isinstance(spec, TensorSpec):
         dtype = tf_api_dtype_name(spec.dtype)
         return f"TensorSpec(shape={shape_text(spec.shape)}, dtype=tf.{dtype}, name=None)"
+    if isinstance(spec, DatasetSpec):
+        dims = ", ".join("None" if d is None else str(d) for d in spec.shape)
+        return f"DatasetSpec({tf_spec_text(spec.element_spec)}, TensorShape([{dims}]))"
     if isinstance(spec, abc.Mapping):
         return "{" + ", ".join(f"{k!r}: {tf_spec_text(v)}" for k, v in spec.items()) + "}"
     parts = [tf_spec_text(v) for v in spec]

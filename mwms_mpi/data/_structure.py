@@ -202,5 +202,18 @@ def batch_dim(element: Any) -> int:
 
 
 def to_numpy(element: Any) -> Any:
-    """An element as ``as_numpy_iterator`` yields it: 0-d arrays become numpy scalars."""
-    return nest.map_structure(lambda a: a[()] if a.ndim == 0 else a, element)
+    """An element as ``as_numpy_iterator`` yields it: 0-d arrays become numpy scalars.
+
+    Raises:
+      TypeError: a component is a dataset (``window``'s elements; TF's message).
+    """
+
+    def one(a: Any) -> Any:
+        if not isinstance(a, np.ndarray) and hasattr(a, "element_spec"):
+            raise TypeError(
+                "`tf.data.Dataset.as_numpy_iterator()` is not supported for datasets that "
+                f"produce values of type {type(a)}"
+            )
+        return a[()] if a.ndim == 0 else a
+
+    return nest.map_structure(one, element)

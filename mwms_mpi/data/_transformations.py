@@ -12,31 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Self
 
-import numpy as np
-
 from mwms_mpi import nest
 from mwms_mpi.data import _nested, _padded, _pipeline, _stateful
-from mwms_mpi.data._arguments import int_arg, invalid
-
-
-def _bool_arg(value: Any) -> bool:
-    """A bool argument as TF converts it to a ``tf.bool`` tensor (no ints).
-
-    Raises:
-      TypeError: not a Python or numpy bool.
-    """
-    if isinstance(value, bool | np.bool_) or (
-        isinstance(value, np.ndarray) and value.dtype == np.bool_ and value.ndim == 0
-    ):
-        return bool(value)
-    raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype bool")
-
+from mwms_mpi.data._arguments import bool_arg, int_arg, invalid
+from mwms_mpi.data._window_ops import WindowOps
 
 _AUTOTUNE = -1
 
 
-class DatasetOps:
-    """``Dataset``'s methods that are not part of the pipeline distribution rewrites."""
+class DatasetOps(WindowOps):
+    """``Dataset``'s methods that are not part of the pipeline distribution rewrites (and,
+    from ``WindowOps``, the window and choice methods)."""
 
     _node: _pipeline.Node
 
@@ -102,7 +88,7 @@ class DatasetOps:
             parts = _padded.flatten_up_to(spec, padded_shapes)
             shapes = [_padded.padded_shape(p, s) for p, s in zip(parts, input_shapes, strict=True)]
         values = _padded.padding_values(padding_values, spec)
-        drop = _bool_arg(drop_remainder)
+        drop = bool_arg(drop_remainder)
         if size <= 0:
             raise invalid("PaddedBatchDatasetV2", "Batch size must be greater than zero.")
         return self._then(_padded.PaddedBatch(self._node, size, drop, shapes, values))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["TensorSpec"]
+__all__ = ["DatasetSpec", "TensorSpec"]
 
 
 class TensorSpec:
@@ -75,3 +76,50 @@ class TensorSpec:
 
     def __repr__(self) -> str:
         return f"TensorSpec(shape={self._shape}, dtype={self._dtype.name}, name={self._name!r})"
+
+
+class DatasetSpec:
+    """``tf.data.DatasetSpec``: the type of an element that is itself a dataset (``window``'s
+    elements, the window ``group_by_window`` hands its ``reduce_func``).
+
+    Args:
+      element_spec: the element spec of the nested dataset.
+      dataset_shape: the shape of the dataset value (``()``: one dataset).
+      make: (no TF counterpart) wraps a pipeline node into a dataset, so that a function of
+        such elements can be run on a probe dataset to infer its result's spec (TF traces it
+        symbolically); not part of equality.
+    """
+
+    __slots__ = ("_dataset_shape", "_element_spec", "make")
+
+    def __init__(
+        self, element_spec: Any, dataset_shape: Any = (), make: Callable[[Any], Any] | None = None
+    ) -> None:
+        self._element_spec = element_spec
+        self._dataset_shape: tuple[int | None, ...] = tuple(dataset_shape)
+        self.make = make
+
+    @property
+    def element_spec(self) -> Any:
+        """The element spec of the nested dataset."""
+        return self._element_spec
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        """The shape of the dataset value (``()``)."""
+        return self._dataset_shape
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DatasetSpec):
+            return NotImplemented
+        return (self._element_spec, self._dataset_shape) == (
+            other.element_spec,
+            other.shape,
+        )
+
+    def __hash__(self) -> int:
+        return hash(self._dataset_shape)
+
+    def __repr__(self) -> str:
+        shape = ", ".join("None" if d is None else str(d) for d in self._dataset_shape)
+        return f"DatasetSpec({self._element_spec}, TensorShape([{shape}]))"
