@@ -15,8 +15,9 @@ import numpy as np
 
 from mwms_mpi import errors, nest
 from mwms_mpi._constant import tf_api_dtype_name, to_array
-from mwms_mpi.data import _combine, _padded, _pipeline, _structure, _windows
+from mwms_mpi.data import _combine, _padded, _pipeline, _random, _structure, _windows
 from mwms_mpi.data._arguments import bool_arg, int_arg, invalid
+from mwms_mpi.data._padded import shape_text
 from mwms_mpi.data._stateful import tf_spec_text
 from mwms_mpi.data.tensor_spec import TensorSpec
 
@@ -282,6 +283,78 @@ class WindowOps:
         return cls(node, _combine.merged_options(inputs))  # type: ignore[call-arg]
 
     @classmethod
+    def random(
+        cls, seed: Any = None, rerandomize_each_iteration: Any = None, name: str | None = None
+    ) -> Self:
+        """Creates a ``Dataset`` of pseudorandom int64 values in ``[0, 2**32)``, forever.
+
+        With a ``seed`` the values are TF 2.21's, bit for bit (its Philox stream for
+        ``(87654321, seed % (2**31 - 1))``, TF's seeds without a global seed: this package has no
+        ``tf.random.set_seed``); every iteration repeats them unless
+        ``rerandomize_each_iteration``, which gives each iteration of this dataset TF's next
+        seeds. Without a seed the values are random, as TF's (not TF's values).
+
+        Raises:
+          TypeError: a seed that is not an integer (TF's message).
+        """
+        del name
+        seeds = _random.op_seeds(seed)
+        return cls(_random.Random(seeds, bool(rerandomize_each_iteration)))  # type: ignore[call-arg]
+
+    @classmethod
+    def sample_from_datasets(
+        cls,
+        datasets: Sequence[Any],
+        weights: Any = None,
+        seed: Any = None,
+        stop_on_empty_dataset: bool = False,
+        rerandomize_each_iteration: Any = None,
+    ) -> Any:
+        """Samples elements at random from the datasets in ``datasets``.
+
+        TF's composition: ``choose_from_datasets`` with choices drawn by TF's
+        ``StatelessMultinomial`` from ``log(weights)`` (uniform without weights), seeded by
+        pairs of ``Dataset.random(seed)``; with a ``seed`` the choices are TF 2.21's (for
+        weights other than uniform, up to TF's float32 ``log``, which may differ from numpy's
+        in the last bit). Datasets of weight 0 in a list are dropped first; one dataset left is
+        returned itself, as TF does.
+
+        Args:
+          datasets: a non-empty list of datasets with compatible structure.
+          weights: (Optional.) a list or float array of ``len(datasets)`` weights, or a
+            dataset of such float vectors (one per element); default uniform.
+          seed: (Optional.) the random seed.
+          stop_on_empty_dataset: end when a chosen dataset is exhausted (TF's default: no,
+            its choices are skipped).
+          rerandomize_each_iteration: (Optional.) new choices for each iteration.
+
+        Returns:
+          Dataset: A `Dataset`.
+
+        Raises:
+          ValueError: no datasets, or weights of another length or shape; TypeError: weights
+            that are not float32 or float64 (TF's messages).
+        """
+        if not datasets:
+            raise ValueError("Invalid `datasets`. `datasets` should not be empty.")
+        inputs = list(datasets)
+        chosen = cls.random(seed, rerandomize_each_iteration).batch(2)  # type: ignore[attr-defined]
+        if isinstance(weights, cls):
+            pairs = cls.zip((weights, chosen))  # type: ignore[attr-defined]
+            selector = pairs.map(
+                lambda row, s: _random.stateless_categorical(np.log(np.ravel(row)), s)
+            )
+        else:
+            logits = _logits(inputs, weights)
+            if len(inputs) == 1:
+                return inputs[0]
+            selector = chosen.map(lambda s: _random.stateless_categorical(logits, s))
+        node = _windows.DirectedInterleave(
+            selector._node, [d._node for d in inputs], bool(stop_on_empty_dataset)
+        )
+        return cls(node, _combine.merged_options(inputs))  # type: ignore[call-arg]
+
+    @classmethod
     def counter(
         cls, start: Any = 0, step: Any = 1, dtype: Any = np.int64, name: str | None = None
     ) -> Self:
@@ -311,6 +384,42 @@ def _padded_dims(spec: Any, padded_shapes: Any) -> list[tuple[int | None, ...]]:
         return [s.shape for s in nest.flatten(spec)]
     flat = _padded.flatten_up_to(spec, padded_shapes)
     return [tuple(None if d is None or d == -1 else int(d) for d in shape) for shape in flat]
+
+
+def _logits(datasets: list[Any], weights: Any) -> np.ndarray:
+    """TF's ``log(weights)`` for ``sample_from_datasets`` (``datasets`` loses the inputs of a
+    listed weight of 0, in place, as TF skips them).
+
+    Raises:
+      ValueError: weights of another length or shape; TypeError: not float32 or float64.
+    """
+    if weights is None:
+        return np.ones(len(datasets), np.float32)
+    if isinstance(weights, np.ndarray):  # an array is a tensor: no skipping, TF's shape check
+        if weights.ndim != 1 or weights.shape[0] != len(datasets):
+            raise ValueError(
+                "Invalid `weights`. The shape of `weights` should be compatible with "
+                f"`[len(datasets)]` but is {shape_text(weights.shape)}."
+            )
+        array = weights
+    else:
+        if len(datasets) != len(weights):
+            raise ValueError(
+                "Invalid `weights`. `weights` should have the same length as `datasets` but got "
+                f"`len(weights)={len(weights)}` vs. `len(datasets)={len(datasets)}`."
+            )
+        kept = [(d, w) for d, w in zip(datasets, weights, strict=True) if w > 0]
+        if not kept:
+            kept = [(datasets[0].take(0), 1.0)]
+        datasets[:] = [d for d, _ in kept]
+        array = to_array([w for _, w in kept])
+    if array.dtype not in (np.float32, np.float64):
+        raise TypeError(
+            "Invalid `weights`. `weights` type must be either `tf.float32` or `tf.float64` but "
+            f"is <dtype: '{tf_api_dtype_name(array.dtype)}'>."
+        )
+    with np.errstate(divide="ignore"):
+        return np.log(array)
 
 
 def _boundary_error(bucket: int, last: int) -> errors.InternalError:

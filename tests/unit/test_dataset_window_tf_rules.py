@@ -339,3 +339,87 @@ def test_under_mirrored_strategy_per_replica_elements_as_tf() -> None:
     # [[2, 3], [4, 5]], ... [[8, 9], [10, 11]]
     d = R(12).window(4, 2, drop_remainder=True).flat_map(lambda w: w.batch(4))
     assert steps(d) == [[[s, s + 1], [s + 2, s + 3]] for s in range(0, 9, 2)]
+
+
+# --- random and sample_from_datasets: TF's Philox streams -------------------------------------
+
+
+def ints(d: Dataset) -> list[int]:
+    return [int(x) for x in d]
+
+
+def test_random_is_tfs_philox_stream() -> None:
+    # D.random(seed=42).take(10); spec TensorSpec((), int64); cardinality -1
+    d = D.random(seed=42)
+    assert ints(d.take(10)) == [
+        2985944072, 4132877644, 929418493, 249609589, 146598941,
+        4149265688, 1024970628, 881762723, 917178705, 962369086,
+    ]  # fmt: skip
+    assert d.element_spec == I64 and card(d) == -1
+    # D.random(seed=-1).take(3) (seed -1 % (2**31 - 1)); D.random(seed=2**31 + 5) is seed 6
+    assert ints(D.random(seed=-1).take(3)) == [3552347811, 3880939537, 3875638250]
+    assert ints(D.random(seed=2**31 + 5).take(2)) == ints(D.random(seed=6).take(2))
+    # rerandomize_each_iteration=True: .take(3).repeat(3), each iteration TF's next seeds
+    d = D.random(seed=42, rerandomize_each_iteration=True).take(3).repeat(3)
+    assert ints(d) == [
+        1632911145, 3351202991, 521718116, 978081363, 95978499,
+        2394667100, 3197014272, 3433279255, 1103721991,
+    ]  # fmt: skip
+    # D.random(seed=1.5): TypeError "Cannot convert 1.5 to EagerTensor of dtype int64"
+    with pytest.raises(TypeError, match=re.escape("Cannot convert 1.5 to EagerTensor of dtype")):
+        D.random(seed=1.5)
+
+
+def test_sample_from_datasets_draws_tfs_choices() -> None:
+    # D.sample_from_datasets([R(3), R(10, 13)], seed=3, rerandomize_each_iteration=True)
+    #   .repeat(3)
+    d = D.sample_from_datasets([R(3), R(10, 13)], seed=3, rerandomize_each_iteration=True)
+    assert ints(d.repeat(3)) == [0, 1, 2, 10, 11, 12, 10, 11, 0, 1, 12, 2, 0, 10, 11, 1, 12, 2]
+    # [R(0, 1), R(100, 112), R(200, 201), R(300, 307)], [0.14, 2.58, 0.87, 0.43], seed=520528
+    d = D.sample_from_datasets(
+        [R(0, 1), R(100, 112), R(200, 201), R(300, 307)], [0.14, 2.58, 0.87, 0.43], seed=520528
+    )
+    assert ints(d) == [
+        300, 100, 301, 101, 102, 103, 104, 105, 106, 107, 108,
+        109, 110, 111, 302, 200, 303, 304, 305, 306, 0,
+    ]  # fmt: skip
+    # [R(0, 4), R(100, 112), R(200, 201)], seed=993473, stop_on_empty_dataset=True
+    d = D.sample_from_datasets(
+        [R(0, 4), R(100, 112), R(200, 201)], seed=993473, stop_on_empty_dataset=True
+    )
+    assert ints(d) == [200, 0, 1, 2, 100, 101, 3]
+    # weights a dataset of float32 rows [[0.9, 0.1], [0.1, 0.9]] * 20, seed=5
+    rows = D.from_tensor_slices(np.array([[0.9, 0.1], [0.1, 0.9]] * 20, np.float32))
+    d = D.sample_from_datasets([R(20), R(100, 120)], rows, seed=5)
+    assert ints(d)[:12] == [0, 100, 1, 101, 2, 102, 3, 103, 4, 5, 6, 104]
+    # [0.0, 1.0]: the zero-weight dataset is dropped, the other returned itself: 10, 11, 12;
+    # [0.0, 0.0]: nothing
+    only = R(10, 13)
+    assert D.sample_from_datasets([R(3), only], [0.0, 1.0], seed=1) is only
+    assert ints(D.sample_from_datasets([R(3), only], [0.0, 0.0], seed=1)) == []
+    # cardinality -1 when an input is infinite, else -2
+    assert card(D.sample_from_datasets([R(3).repeat(), R(10, 13)], seed=1)) == -1
+    assert card(D.sample_from_datasets([R(3), R(10, 13)], seed=1)) == -2
+
+
+def test_sample_from_datasets_errors() -> None:
+    with pytest.raises(ValueError, match=re.escape("`datasets` should not be empty.")):
+        D.sample_from_datasets([])
+    # [0.5] for two: ValueError "Invalid `weights`. `weights` should have the same length as
+    # `datasets` but got `len(weights)=1` vs. `len(datasets)=2`."
+    with pytest.raises(ValueError, match=re.escape("`len(weights)=1` vs. `len(datasets)=2`.")):
+        D.sample_from_datasets([R(3), R(10, 13)], [0.5])
+    # [1, 2]: TypeError "Invalid `weights`. `weights` type must be either `tf.float32` or
+    # `tf.float64` but is <dtype: 'int32'>."
+    with pytest.raises(TypeError, match=re.escape("but is <dtype: 'int32'>.")):
+        D.sample_from_datasets([R(3), R(10, 13)], [1, 2])
+
+
+def test_sample_from_datasets_under_mirrored_strategy_as_tf() -> None:
+    # MirroredStrategy(['/cpu:0', '/cpu:1']): D.sample_from_datasets([R(8), R(10, 18)],
+    # [0.3, 0.7], seed=11).batch(4), per step the replicas' values
+    strategy = ds.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    d = D.sample_from_datasets([R(8), R(10, 18)], [0.3, 0.7], seed=11).batch(4)
+    dist = strategy.experimental_distribute_dataset(d)
+    steps = [[v.tolist() for v in strategy.experimental_local_results(x)] for x in dist]
+    assert steps == [[[10, 0], [11, 12]], [[1, 2], [13, 14]], [[15, 16], [3, 17]], [[4, 5], [6, 7]]]
