@@ -13,7 +13,7 @@ from typing import Any
 
 from mwms_mpi import nest
 from mwms_mpi.data import _pipeline
-from mwms_mpi.data.tensor_spec import TensorSpec
+from mwms_mpi.data.tensor_spec import DatasetSpec, TensorSpec
 
 
 def zip_structure(args: tuple[Any, ...], datasets: Any) -> Any:
@@ -133,14 +133,26 @@ def common_spec(spec_a: Any, spec_b: Any) -> Any:
     Raises:
       TypeError: the structures, dtypes or ranks differ (TF's "Incompatible dataset elements").
     """
-
-    def one(a: TensorSpec, b: TensorSpec) -> TensorSpec:
-        if a.dtype != b.dtype or len(a.shape) != len(b.shape):
-            raise TypeError(f"No common supertype of {a} and {b}.")
-        shape = [x if x == y else None for x, y in zip(a.shape, b.shape, strict=True)]
-        return TensorSpec(shape, a.dtype)
-
     try:
-        return nest.map_structure(one, spec_a, spec_b)
+        return nest.map_structure(supertype, spec_a, spec_b)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"Incompatible dataset elements:\n  {spec_a} vs.   {spec_b}") from exc
+
+
+def supertype(a: Any, b: Any) -> Any:
+    """TF's ``most_specific_common_supertype`` of two component specs: a ``TensorSpec`` of
+    the same dtype and rank with differing dims unknown; a ``DatasetSpec`` (windows) of the
+    element specs' common spec.
+
+    Raises:
+      TypeError, ValueError: no common supertype.
+    """
+    if isinstance(a, DatasetSpec) and isinstance(b, DatasetSpec) and a.shape == b.shape:
+        element = nest.map_structure(supertype, a.element_spec, b.element_spec)
+        return DatasetSpec(element, a.shape, make=a.make)
+    if not (isinstance(a, TensorSpec) and isinstance(b, TensorSpec)):
+        raise TypeError(f"No common supertype of {a} and {b}.")
+    if a.dtype != b.dtype or len(a.shape) != len(b.shape):
+        raise TypeError(f"No common supertype of {a} and {b}.")
+    shape = [x if x == y else None for x, y in zip(a.shape, b.shape, strict=True)]
+    return TensorSpec(shape, a.dtype)

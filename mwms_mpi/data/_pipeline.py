@@ -106,7 +106,7 @@ class Tensors(Node):
         return 1
 
     def iterate(self, peek: bool = False) -> Iterator[Any]:
-        yield nest.map_structure(np.copy, self.element)
+        yield _structure.copy_element(self.element)
 
 
 class Elements(Node):
@@ -125,7 +125,7 @@ class Elements(Node):
 
     def iterate(self, peek: bool = False) -> Iterator[Any]:
         for element in self.elements:
-            yield nest.map_structure(np.copy, element)
+            yield _structure.copy_element(element)
 
 
 class Range(Node):
@@ -459,11 +459,11 @@ class Cache(Node):
     def iterate(self, peek: bool = False) -> Iterator[Any]:
         if self.elements is not None:
             for element in self.elements:
-                yield nest.map_structure(np.copy, element)
+                yield _structure.copy_element(element)
             return
         recorded = []
         for element in self.inputs[0].iterate(peek):
-            recorded.append(nest.map_structure(np.copy, element))
+            recorded.append(_structure.copy_element(element))
             yield element
         if not peek:
             self.elements = recorded

@@ -201,6 +201,12 @@ def batch_dim(element: Any) -> int:
     return dims.pop()
 
 
+def copy_element(element: Any) -> Any:
+    """A copy of ``element``'s arrays (a dataset component, ``window``'s, is kept: a dataset is
+    immutable, as TF's tensors are)."""
+    return nest.map_structure(lambda a: a if hasattr(a, "_node") else np.copy(a), element)
+
+
 def to_numpy(element: Any) -> Any:
     """An element as ``as_numpy_iterator`` yields it: 0-d arrays become numpy scalars.
 

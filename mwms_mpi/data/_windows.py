@@ -17,7 +17,7 @@ import numpy as np
 
 from mwms_mpi import errors, nest
 from mwms_mpi._constant import tf_api_dtype_name
-from mwms_mpi.data import _functions, _structure
+from mwms_mpi.data import _combine, _functions, _structure
 from mwms_mpi.data._pipeline import INFINITE, UNKNOWN, Elements, Node
 from mwms_mpi.data._stateful import tf_spec_text
 from mwms_mpi.data.tensor_spec import DatasetSpec, TensorSpec
@@ -218,27 +218,14 @@ def common_spec(specs: list[Any]) -> Any:
     spec = specs[0]
     for index, other in enumerate(specs[1:], start=1):
         try:
-            nest.assert_same_structure(spec, other)
-            flat = [
-                _supertype(a, b)
-                for a, b in zip(nest.flatten(spec), nest.flatten(other), strict=True)
-            ]
+            spec = nest.map_structure(_combine.supertype, spec, other)
         except (TypeError, ValueError):
             raise TypeError(
                 "Invalid `datasets`. `datasets` must have compatible element specs.\n Dataset 0 "
                 f"element_spec={tf_spec_text(specs[0])}.\nDataset {index} "
                 f"element_spec={tf_spec_text(other)}."
             ) from None
-        spec = nest.pack_sequence_as(spec, flat)
     return spec
-
-
-def _supertype(a: TensorSpec, b: TensorSpec) -> TensorSpec:
-    if a.dtype != b.dtype or len(a.shape) != len(b.shape):
-        raise TypeError(f"No common supertype of {a} and {b}.")
-    return TensorSpec(
-        [x if x == y else None for x, y in zip(a.shape, b.shape, strict=True)], a.dtype
-    )
 
 
 class DirectedInterleave(Node):

@@ -423,3 +423,25 @@ def test_sample_from_datasets_under_mirrored_strategy_as_tf() -> None:
     dist = strategy.experimental_distribute_dataset(d)
     steps = [[v.tolist() for v in strategy.experimental_local_results(x)] for x in dist]
     assert steps == [[[10, 0], [11, 12]], [[1, 2], [13, 14]], [[15, 16], [3, 17]], [[4, 5], [6, 7]]]
+
+
+def test_windows_as_elements_of_other_transformations() -> None:
+    # R(6).window(2).concatenate(R(3).window(1)).flat_map(lambda w: w.batch(2)):
+    # [0, 1], [2, 3], [4, 5], [0], [1], [2]
+    d = R(6).window(2).concatenate(R(3).window(1)).flat_map(lambda w: w.batch(2))
+    assert lists(d) == [[0, 1], [2, 3], [4, 5], [0], [1], [2]]
+    # R(7).window(3).cache().flat_map(lambda w: w).repeat(2): 0 ... 6 twice
+    assert ints(R(7).window(3).cache().flat_map(lambda w: w).repeat(2)) == [*range(7)] * 2
+    # R(12).window(4).group_by_window(lambda w: 0 (int64), lambda k, ws: ws.flat_map(
+    #   lambda w: w.batch(4)), 2): [0..3], [4..7], [8..11]
+    d = (
+        R(12)
+        .window(4)
+        .group_by_window(lambda w: np.int64(0), lambda k, ws: ws.flat_map(lambda w: w.batch(4)), 2)
+    )
+    assert lists(d) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    # D.choose_from_datasets([R(4).window(2), R(6).window(3)], R(2).repeat(2)): windows
+    # [0, 1], [0, 1, 2], [2, 3], [3, 4, 5]; spec DatasetSpec(TensorSpec((), int64), [])
+    d = D.choose_from_datasets([R(4).window(2), R(6).window(3)], R(2).repeat(2))
+    assert windows(d) == [[0, 1], [0, 1, 2], [2, 3], [3, 4, 5]]
+    assert d.element_spec == DatasetSpec(I64)
