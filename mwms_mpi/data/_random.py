@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi.data._arguments import int_arg
-from mwms_mpi.data._pipeline import INFINITE, Node
+from mwms_mpi.data._pipeline import INFINITE, UNKNOWN, Node
 from mwms_mpi.data.tensor_spec import TensorSpec
 
 _MASK = 0xFFFFFFFF
@@ -53,6 +53,12 @@ class Stream:
         ``seed2``."""
         seed, seed2 = seed & 2**64 - 1, seed2 & 2**64 - 1
         return cls([seed & _MASK, seed >> 32], [0, 0, seed2 & _MASK, seed2 >> 32])
+
+    def skip(self, blocks: int) -> None:
+        """TF's ``PhiloxRandom::Skip``: the counter (128 bits) moves ``blocks`` on."""
+        value = sum(word << (32 * i) for i, word in enumerate(self.counter)) + blocks
+        self.counter = [(value >> (32 * i)) & _MASK for i in range(4)]
+        self.block = []
 
     def __call__(self) -> int:
         if not self.block:
@@ -118,3 +124,36 @@ def stateless_categorical(logits: np.ndarray, seed: np.ndarray) -> np.ndarray:
     bits = np.asarray(((1023 << 52) | ((x0 & 0xFFFFF) << 32) | x1), np.uint64)
     uniform = float(bits.view(np.float64)) - 1.0  # Uint64ToDouble
     return np.asarray(np.searchsorted(cdf, uniform * cdf[-1], side="right"), np.int64)
+
+
+def uniform_float32(stream: Stream) -> np.float32:
+    """TF's ``Uint32ToFloat`` of the next value: a float32 in ``[0, 1)``."""
+    bits = np.asarray((127 << 23) | (stream() & 0x7FFFFF), np.uint32)
+    return np.float32(bits.view(np.float32) - np.float32(1.0))
+
+
+class Accept(Node):
+    """``rejection_resample``'s filter: ``(class, p, data)`` elements kept where TF's stateful
+    ``random_uniform([], seed)`` is below ``p``. That kernel (one per iteration) reserves 256
+    Philox blocks per call (``ReserveRandomOutputs(1, 256)``) and uses the first value."""
+
+    preserves_batch = True
+
+    def __init__(self, node: Node, seeds: tuple[int, int] | None) -> None:
+        self.inputs = (node,)
+        self.seeds = seeds
+
+    def cardinality(self) -> int:
+        return UNKNOWN
+
+    def iterate(self, peek: bool = False) -> Iterator[Any]:
+        seeds = self.seeds
+        if seeds is None:
+            drawn = np.random.SeedSequence().generate_state(2, np.uint64)
+            seeds = int(drawn[0]), int(drawn[1])
+        base = Stream.seeded(*seeds)
+        for calls, element in enumerate(self.inputs[0].iterate(peek)):
+            stream = Stream(base.key, base.counter)
+            stream.skip(256 * calls)
+            if uniform_float32(stream) < element[1]:
+                yield element

@@ -15,7 +15,7 @@ import numpy as np
 
 from mwms_mpi import errors, nest
 from mwms_mpi._constant import tf_api_dtype_name, to_array
-from mwms_mpi.data import _combine, _padded, _pipeline, _random, _structure, _windows
+from mwms_mpi.data import _combine, _padded, _pipeline, _random, _resample, _structure, _windows
 from mwms_mpi.data._arguments import bool_arg, int_arg, invalid
 from mwms_mpi.data._padded import shape_text
 from mwms_mpi.data._stateful import tf_spec_text
@@ -342,7 +342,7 @@ class WindowOps:
         if isinstance(weights, cls):
             pairs = cls.zip((weights, chosen))  # type: ignore[attr-defined]
             selector = pairs.map(
-                lambda row, s: _random.stateless_categorical(np.log(np.ravel(row)), s)
+                lambda row, s: _random.stateless_categorical(_log(np.ravel(row)), s)
             )
         else:
             logits = _logits(inputs, weights)
@@ -353,6 +353,36 @@ class WindowOps:
             selector._node, [d._node for d in inputs], bool(stop_on_empty_dataset)
         )
         return cls(node, _combine.merged_options(inputs))  # type: ignore[call-arg]
+
+    def rejection_resample(
+        self,
+        class_func: Callable[..., Any],
+        target_dist: Any,
+        initial_dist: Any = None,
+        seed: Any = None,
+        name: str | None = None,
+    ) -> Any:
+        """Resamples elements to reach a target distribution: elements ``(class_func(x),
+        x)``, rejected or repeated per class.
+
+        TF 2.21's composition (``data/_resample.py``): per-class acceptance from TF's float32
+        arithmetic (``initial_dist`` given, else estimated per batch of 32), TF's seeded
+        uniform draws, ``sample_from_datasets`` with the original elements; with a ``seed`` the
+        elements are TF's (its float32 ``log`` of the mixing weights may differ from numpy's
+        in the last bit). Without a seed the draws are random.
+
+        Args:
+          class_func: maps an element to its class, an int32 scalar in ``[0, num_classes)``.
+          target_dist: floats, the target distribution over the classes.
+          initial_dist: (Optional.) floats, the input's class distribution.
+          seed: (Optional.) the random seed.
+          name: (Optional.) A name for the tf.data operation.
+
+        Returns:
+          Dataset: A `Dataset`.
+        """
+        del name
+        return _resample.rejection_resample(self, class_func, target_dist, initial_dist, seed)
 
     @classmethod
     def counter(
@@ -418,8 +448,13 @@ def _logits(datasets: list[Any], weights: Any) -> np.ndarray:
             "Invalid `weights`. `weights` type must be either `tf.float32` or `tf.float64` but "
             f"is <dtype: '{tf_api_dtype_name(array.dtype)}'>."
         )
+    return _log(array)
+
+
+def _log(weights: np.ndarray) -> np.ndarray:
+    """``log(weights)`` in their dtype; a weight of 0 is -inf (never chosen), as in TF."""
     with np.errstate(divide="ignore"):
-        return np.log(array)
+        return np.log(np.asarray(weights))
 
 
 def _boundary_error(bucket: int, last: int) -> errors.InternalError:

@@ -445,3 +445,27 @@ def test_windows_as_elements_of_other_transformations() -> None:
     d = D.choose_from_datasets([R(4).window(2), R(6).window(3)], R(2).repeat(2))
     assert windows(d) == [[0, 1], [0, 1, 2], [2, 3], [3, 4, 5]]
     assert d.element_spec == DatasetSpec(I64)
+
+
+def test_rejection_resample_is_tfs_composition() -> None:
+    def cls(x: np.ndarray) -> np.ndarray:
+        return np.asarray(x % 3 > 0, np.int32)
+
+    # R(40).rejection_resample(lambda x: tf.cast(x % 3 > 0, tf.int32), [0.5, 0.5], [0.3, 0.7],
+    #   seed=3): (class, x) pairs, the first 14; spec (int32 scalar, int64 scalar); card -2
+    d = R(40).rejection_resample(cls, [0.5, 0.5], [0.3, 0.7], seed=3)
+    pairs = [(int(c), int(x)) for c, x in d]
+    assert pairs[:14] == [
+        (0, 0), (1, 1), (1, 2), (0, 3), (1, 4), (1, 5), (0, 6),
+        (0, 0), (1, 7), (1, 8), (0, 3), (0, 9), (1, 10), (1, 11),
+    ]  # fmt: skip
+    assert d.element_spec == (TensorSpec((), np.int32), I64) and card(d) == -2
+    # the same without initial_dist (estimated per batch of 32), .repeat(2): first 14
+    d = R(40).rejection_resample(cls, [0.5, 0.5], seed=3).repeat(2)
+    assert [(int(c), int(x)) for c, x in d][:14] == [
+        (0, 0), (1, 1), (1, 2), (0, 3), (1, 4), (1, 5), (0, 6),
+        (1, 7), (1, 8), (0, 9), (0, 0), (1, 10), (1, 11), (0, 12),
+    ]  # fmt: skip
+    # [0.9, 0.1] from [0.33, 0.67]: mostly class 0, repeated
+    d = R(40).rejection_resample(cls, [0.9, 0.1], [0.33, 0.67], seed=3)
+    assert [int(x) for _, x in d][:12] == [0, 3, 6, 9, 12, 15, 18, 21, 24, 0, 27, 1]
