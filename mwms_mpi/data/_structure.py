@@ -11,7 +11,7 @@ import numpy as np
 
 from mwms_mpi import errors, nest
 from mwms_mpi._constant import tf_shape_string, to_array
-from mwms_mpi.data.tensor_spec import TensorSpec
+from mwms_mpi.data.tensor_spec import DatasetSpec, TensorSpec
 
 
 def _is_namedtuple(value: Any) -> bool:
@@ -32,6 +32,9 @@ def normalize(value: Any, _count: list[int] | None = None) -> Any:
       ValueError: a dict inside a list (TF cannot convert it to a tensor).
     """
     count = [0] if _count is None else _count
+    if is_dataset(value):  # a function's window (``window``'s elements): a dataset component
+        count[0] += 1
+        return value
     if isinstance(value, abc.Mapping):
         converted = {key: normalize(value[key], count) for key in _flattening_order(value)}
         items = [(key, converted[key]) for key in value]
@@ -93,15 +96,31 @@ def no_components_error(op: str, attr: str) -> errors.InvalidArgumentError:
     )
 
 
+def is_dataset(value: Any) -> bool:
+    """Whether ``value`` is a dataset (a component of ``window``'s elements)."""
+    return hasattr(value, "_node") and hasattr(value, "element_spec")
+
+
 def spec_of(element: Any) -> Any:
-    """The structure of ``TensorSpec`` describing ``element`` (a normalized element)."""
-    return nest.map_structure(TensorSpec.from_tensor, element)
+    """The structure of ``TensorSpec`` describing ``element`` (a normalized element); a dataset
+    component is a ``DatasetSpec``."""
+
+    def one(leaf: Any) -> Any:
+        if is_dataset(leaf):
+            return DatasetSpec(leaf.element_spec, make=leaf._then)
+        return TensorSpec.from_tensor(leaf)
+
+    return nest.map_structure(one, element)
 
 
 def relax(spec_a: Any, spec_b: Any) -> Any:
     """The most specific spec that both specs fit: differing dims become ``None``."""
 
-    def one(a: TensorSpec, b: TensorSpec) -> TensorSpec:
+    def one(a: Any, b: Any) -> Any:
+        if isinstance(a, DatasetSpec) or isinstance(b, DatasetSpec):
+            if not (isinstance(a, DatasetSpec) and isinstance(b, DatasetSpec)):
+                raise ValueError(f"Cannot relax {a} and {b}: one is a dataset.")
+            return DatasetSpec(relax(a.element_spec, b.element_spec), a.shape, make=a.make)
         if len(a.shape) != len(b.shape):
             raise ValueError(f"Cannot relax {a} and {b}: their ranks differ.")
         shape = [x if x == y else None for x, y in zip(a.shape, b.shape, strict=True)]
@@ -204,7 +223,7 @@ def batch_dim(element: Any) -> int:
 def copy_element(element: Any) -> Any:
     """A copy of ``element``'s arrays (a dataset component, ``window``'s, is kept: a dataset is
     immutable, as TF's tensors are)."""
-    return nest.map_structure(lambda a: a if hasattr(a, "_node") else np.copy(a), element)
+    return nest.map_structure(lambda a: a if is_dataset(a) else np.copy(a), element)
 
 
 def to_numpy(element: Any) -> Any:

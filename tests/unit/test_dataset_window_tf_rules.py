@@ -469,3 +469,24 @@ def test_rejection_resample_is_tfs_composition() -> None:
     # [0.9, 0.1] from [0.33, 0.67]: mostly class 0, repeated
     d = R(40).rejection_resample(cls, [0.9, 0.1], [0.33, 0.67], seed=3)
     assert [int(x) for _, x in d][:12] == [0, 3, 6, 9, 12, 15, 18, 21, 24, 0, 27, 1]
+
+
+def test_map_and_filter_of_windows() -> None:
+    # R(6).window(2).map(lambda w: w): spec DatasetSpec(TensorSpec((), int64), []); card 3;
+    # .map(lambda w: w.batch(2)): DatasetSpec(TensorSpec((None,), int64), [])
+    d = R(6).window(2).map(lambda w: w)
+    assert windows(d) == [[0, 1], [2, 3], [4, 5]] and card(d) == 3
+    assert d.element_spec == DatasetSpec(I64)
+    d = R(6).window(2).map(lambda w: w.batch(2))
+    assert d.element_spec == DatasetSpec(TensorSpec((None,), np.int64))
+    assert lists(d.flat_map(lambda w: w)) == [[0, 1], [2, 3], [4, 5]]
+    # R(6).window(2).map(lambda w: (w, w.skip(1))).flat_map(lambda a, b: D.zip((a, b))):
+    # (0, 1), (2, 3), (4, 5)
+    d = R(6).window(2).map(lambda w: (w, w.skip(1))).flat_map(lambda a, b: D.zip((a, b)))
+    assert [(int(a), int(b)) for a, b in d] == [(0, 1), (2, 3), (4, 5)]
+    # R(7).window(3).map(lambda w: w.reduce(0 (int64), lambda s, x: s + x)): 3, 12, 6
+    d = R(7).window(3).map(lambda w: w.reduce(np.int64(0), lambda s, x: s + x))
+    assert ints(d) == [3, 12, 6] and d.element_spec == I64
+    # R(7).window(2).filter(lambda w: w.cardinality() > 1).flat_map(lambda w: w): 0 ... 5
+    d = R(7).window(2).filter(lambda w: w.cardinality() > 1).flat_map(lambda w: w)
+    assert ints(d) == [0, 1, 2, 3, 4, 5]
