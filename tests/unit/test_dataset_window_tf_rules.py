@@ -17,8 +17,7 @@ import pytest
 
 import mwms_mpi.distribute as ds
 from mwms_mpi import errors
-from mwms_mpi.data import Dataset, TensorSpec
-from mwms_mpi.data.tensor_spec import DatasetSpec
+from mwms_mpi.data import Dataset, DatasetSpec, TensorSpec
 
 D = Dataset
 R = Dataset.range
