@@ -97,7 +97,7 @@ def int64_scalar(value: Any, what: str) -> np.ndarray:
       TypeError: a Python float or bool.
     """
     if isinstance(value, tuple | list):  # TF packs a structure of tensors into one
-        value = _structure.normalize(list(value), packs_arrays=True)
+        value = _structure.normalize(list(value))
     if isinstance(value, np.ndarray | np.generic):
         array = np.asarray(value)
         if array.dtype != np.int64:
