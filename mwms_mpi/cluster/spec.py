@@ -7,15 +7,49 @@ from typing import Any, TypeAlias
 JobTasks: TypeAlias = "list[Any] | dict[int, Any]"
 
 
-def _check_name(value: Any, what: str) -> None:
-    # TF validates names and addresses while building its ClusterDef protobuf.
-    if not isinstance(value, (str, bytes)):
-        raise TypeError(f"{what} {value!r} must be bytes or unicode")
+# A ClusterDef's task index is a protobuf int32 map key.
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _as_bytes(value: Any, message: str) -> bytes:
+    """TF's `compat.as_bytes` with the TypeError TF raises in its place.
+
+    `message % value` is TF's own %-formatting, so a tuple job name formats as
+    its items (or fails as TF's does: "not all arguments converted ...").
+    """
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")  # a lone surrogate: UnicodeEncodeError, as TF
+    if isinstance(value, bytes):
+        return value
+    raise TypeError(message % value)
+
+
+def _check_proto_string(value: bytes) -> None:
+    # Protobuf's string fields take UTF-8 only: TF fails with Python's UnicodeDecodeError.
+    value.decode("utf-8")
+
+
+def _check_cluster_def(cluster_spec: dict[Any, dict[int, Any]]) -> None:
+    """The checks TF's `_make_cluster_def` makes while building its ClusterDef, in its order.
+
+    Jobs in sorted order (mixed name types fail in `sorted`, as TF), each name
+    bytes or unicode and UTF-8; then each task in index order: the address bytes
+    or unicode, the index an int32 ("Value out of range: ..."), the address UTF-8.
+    """
+    for job_name, tasks in sorted(cluster_spec.items()):
+        _check_proto_string(_as_bytes(job_name, "Job name %r must be bytes or unicode"))
+        for i, task_address in sorted(tasks.items()):
+            address = _as_bytes(task_address, "Task address %r must be bytes or unicode")
+            if not _INT32_MIN <= i <= _INT32_MAX:
+                raise ValueError(f"Value out of range: {i}")
+            _check_proto_string(address)
 
 
 def _decode(value: Any) -> Any:
-    # A round trip through TF's ClusterDef turns bytes into str.
-    return value.decode("utf-8") if isinstance(value, bytes) else value
+    # A round trip through TF's ClusterDef turns bytes (and bytearray) into str.
+    return bytes(value).decode("utf-8") if isinstance(value, (bytes, bytearray)) else value
 
 
 class ClusterSpec:
@@ -63,10 +97,7 @@ class ClusterSpec:
                         "from integers to strings."
                     )
                 self._cluster_spec[job_name] = job_tasks
-            for job_name, job_tasks in sorted(self._cluster_spec.items(), key=_job_sort_key):
-                _check_name(job_name, "Job name")
-                for _, address in sorted(job_tasks.items()):
-                    _check_name(address, "Task address")
+            _check_cluster_def(self._cluster_spec)
         elif isinstance(cluster, ClusterSpec):
             for job_name in sorted(cluster.jobs, key=_decode):
                 job = cluster._cluster_spec[job_name]
@@ -217,8 +248,3 @@ class ClusterSpec:
         for i, task in job.items():
             ret[i] = task
         return ret
-
-
-def _job_sort_key(item: tuple[Any, Any]) -> str:
-    # TF checks jobs in sorted order; sort mixed key types by repr so the check itself never fails.
-    return repr(item[0])

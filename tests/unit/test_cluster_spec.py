@@ -141,3 +141,72 @@ def test_construction_errors(cluster: object, error: type[Exception], message: s
 def test_as_cluster_def_is_not_implemented() -> None:
     with pytest.raises(NotImplementedError, match="as_dict"):
         ClusterSpec(CLUSTER).as_cluster_def()
+
+
+@pytest.mark.parametrize(
+    ("cluster", "error", "message"),
+    [  # TF 2.21 builds a ClusterDef protobuf in __init__; these are its failures, in its order.
+        ({"w": {2**31: "a"}}, ValueError, "Value out of range: 2147483648"),
+        ({"w": {-(2**31) - 1: "a"}}, ValueError, "Value out of range: -2147483649"),
+        ({"w": {2**63: "a"}}, ValueError, "Value out of range: 9223372036854775808"),
+        ({"w": {2**31: b"\xff"}}, ValueError, "Value out of range: 2147483648"),
+        ({"w": {2**31: None}}, TypeError, "Task address None must be bytes or unicode"),
+        (
+            {"w": [b"\xff"]},
+            UnicodeDecodeError,
+            "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte",
+        ),
+        (
+            {b"\xff": ["a"]},
+            UnicodeDecodeError,
+            "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte",
+        ),
+        (
+            {"w": [bytearray(b"\xff")]},
+            UnicodeDecodeError,
+            "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte",
+        ),
+        (
+            {"\ud800": ["a"]},
+            UnicodeEncodeError,
+            "'utf-8' codec can't encode character '\\ud800' in position 0: surrogates not allowed",
+        ),
+        (
+            {"w": {2**31: "\ud800"}},
+            UnicodeEncodeError,
+            "'utf-8' codec can't encode character '\\ud800' in position 0: surrogates not allowed",
+        ),
+        # Jobs are checked in sorted order: mixed name types fail in the sort itself.
+        (
+            {"a": ["x"], b"a": ["y"]},
+            TypeError,
+            "'<' not supported between instances of 'bytes' and 'str'",
+        ),
+        (
+            {"worker": [None], 1: ["a"]},
+            TypeError,
+            "'<' not supported between instances of 'int' and 'str'",
+        ),
+        # TF formats the name with %r % name: a tuple's items are the arguments.
+        ({(1,): ["a"]}, TypeError, "Job name 1 must be bytes or unicode"),
+        ({(1, 2): ["a"]}, TypeError, "not all arguments converted during string formatting"),
+    ],
+)
+def test_cluster_def_checks(cluster: object, error: type[Exception], message: str) -> None:
+    with pytest.raises(error) as info:
+        ClusterSpec(cluster)
+    assert type(info.value) is error
+    assert str(info.value) == message
+
+
+def test_cluster_def_accepts_int32_bytearray_and_nul() -> None:
+    edges = ClusterSpec({"w": {-(2**31): "a", 2**31 - 1: "b"}})
+    assert edges.as_dict() == {"w": {-(2**31): "a", 2**31 - 1: "b"}}
+    spec = ClusterSpec({"w": ("a", bytearray(b"x"))})  # TF: compat.as_bytes takes a bytearray
+    tasks = spec.as_dict()["w"]
+    assert tasks == ["a", bytearray(b"x")] and type(tasks[1]) is bytearray
+    assert ClusterSpec(spec).as_dict() == {"w": ["a", "x"]}  # through the ClusterDef: str
+    assert ClusterSpec({"w": ["a\x00b"]}).as_dict() == {"w": ["a\x00b"]}
+    all_bytes = ClusterSpec({b"b": ["x"], b"a": [b"y"]})
+    assert all_bytes.jobs == [b"b", b"a"]
+    assert ClusterSpec(all_bytes).as_dict() == {"a": ["y"], "b": ["x"]}
