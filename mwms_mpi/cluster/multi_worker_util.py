@@ -79,7 +79,8 @@ def _validate_cluster_spec(cluster_spec: Any, task_type: Any, task_id: Any) -> N
         raise ValueError("There must be at most one 'evaluator' job.")
     # The `evaluator` job is allowed to be missing in `cluster_spec`.
     if task_type in cluster_spec.jobs and task_id >= task_count(cluster_spec, task_type):
-        raise ValueError(f"The `task_id` {task_id} exceeds the maximum id of {task_type}.")
+        # TF formats the id with %d, which prints int(id): 1.5 -> 1, True -> 1.
+        raise ValueError(f"The `task_id` {int(task_id)} exceeds the maximum id of {task_type}.")
 
 
 def is_chief(cluster_spec: Any = None, task_type: Any = None, task_id: Any = None) -> bool:
@@ -198,7 +199,8 @@ def id_in_cluster(cluster_spec: Any, task_type: Any, task_id: Any) -> int:
       task_id: the id of the `task_type` in this cluster.
 
     Returns:
-      an int indicating the unique id.
+      an int indicating the unique id (for a worker or evaluator, of the type
+      `task_id` has: TF adds to the id it is given without converting it).
 
     Raises:
       ValueError: if `task_type` is not "chief", "worker" or "evaluator".
@@ -207,8 +209,10 @@ def id_in_cluster(cluster_spec: Any, task_type: Any, task_id: Any) -> int:
     cluster = normalize_cluster_spec(cluster_spec).as_dict()
     if task_type == "chief":
         return 0
+    # The id as given, as TF: a float id gives a float (1.0 + 1 chief = 2.0), an evaluator's
+    # id comes back unchanged (None included).
     if task_type == "worker":
-        return int(task_id) + len(cluster.get("chief", []))
+        return task_id + len(cluster.get("chief", []))
     if task_type == "evaluator":
-        return int(task_id)
+        return task_id
     raise ValueError(f"There is no id for task_type {task_type!r}")

@@ -143,3 +143,28 @@ def test_validation_type_errors_as_tf() -> None:
         mwu.is_chief(WORKERS, "worker", None)
     mwu._validate_cluster_spec(WORKERS, "worker", -1)  # TF accepts a negative id
     assert mwu.id_in_cluster({"chief": ["c"], "worker": {2: "b"}}, "worker", 0) == 1
+
+
+def test_id_in_cluster_returns_the_id_as_given() -> None:
+    # TF 2.21: `task_id + len(chief)` for a worker, `task_id` itself for an evaluator.
+    chief_workers = {"chief": ["c"], "worker": ["a", "b"]}
+    worker = mwu.id_in_cluster(chief_workers, "worker", 1.0)
+    assert (type(worker), worker) == (float, 2.0)
+    assert mwu.id_in_cluster({"worker": ["a"]}, "evaluator", None) is None
+    evaluator = mwu.id_in_cluster({"worker": ["a"]}, "evaluator", 1.5)
+    assert (type(evaluator), evaluator) == (float, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "task_type", "task_id", "message"),
+    [  # TF formats the id with %d
+        ({"chief": ["c"], "worker": ["a", "b"]}, "worker", 2.5, "The `task_id` 2 exceeds"),
+        ({"chief": ["c"], "worker": ["a", "b"]}, "chief", True, "The `task_id` 1 exceeds"),
+    ],
+)
+def test_task_id_message_formats_as_integer(
+    cluster: dict, task_type: str, task_id: object, message: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        mwu.is_chief(cluster, task_type, task_id)
+    assert str(info.value) == f"{message} the maximum id of {task_type}."
