@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import collections
 from typing import Any
 
 from mwms_mpi.cluster.spec import ClusterSpec
@@ -24,9 +25,9 @@ class ClusterResolver(abc.ABC):
 
     Subclasses set `self._task_type`, `self._task_id` and `self._rpc_layer`, or
     override the properties. Unlike TF's base class, this one has no device
-    runtime to query: `num_accelerators()` returns `{}` unless a subclass knows
-    better. It also has an `rpc_layer` property (TF's base class leaves that to
-    subclasses).
+    runtime to query: `num_accelerators()` returns an empty `defaultdict(int)`
+    unless a subclass knows better. It also has an `rpc_layer` property (TF's
+    base class leaves that to subclasses).
     """
 
     @abc.abstractmethod
@@ -62,6 +63,12 @@ class ClusterResolver(abc.ABC):
     ) -> dict[str, int]:
         """Returns the number of accelerator cores per worker.
 
+        As TF's, this first asks `self.master(task_type, task_id)` (so its
+        errors, such as a task missing from the cluster, are raised here too)
+        and returns a `collections.defaultdict(int)` (`["GPU"]` is 0, not a
+        KeyError). TF then counts its local runtime's devices; mwms_mpi has no
+        runtime to count, so the mapping stays empty.
+
         Args:
           task_type: (Optional) The type of the TensorFlow task of the machine
             we want to query.
@@ -72,8 +79,9 @@ class ClusterResolver(abc.ABC):
         Returns:
           A map of accelerator types to number of cores.
         """
-        del task_type, task_id, config_proto
-        return {}
+        del config_proto
+        self.master(task_type, task_id)
+        return collections.defaultdict(int)
 
     @property
     def environment(self) -> str | None:

@@ -135,11 +135,12 @@ class TFConfigClusterResolver(ClusterResolver):
     def num_accelerators(
         self, task_type: str | None = None, task_id: int | None = None, config_proto: Any = None
     ) -> dict[str, int]:
-        """Returns `{}`: TF_CONFIG says nothing about accelerators.
+        """Returns an empty `defaultdict(int)`: TF_CONFIG says nothing about accelerators.
 
-        (TF queries its local device runtime here; mwms_mpi has none. Wrap this
-        resolver in a `UnionClusterResolver` with a `SimpleClusterResolver`
-        carrying `num_accelerators` to set it.)
+        As TF, it first resolves `master(task_type, task_id)` for this task
+        (raising its errors). TF then queries its local device runtime; mwms_mpi
+        has none. Wrap this resolver in a `UnionClusterResolver` with a
+        `SimpleClusterResolver` carrying `num_accelerators` to set it.
         """
         task_type = self.task_type if task_type is None else task_type
         task_id = self.task_id if task_id is None else task_id

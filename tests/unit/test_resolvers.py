@@ -7,6 +7,7 @@ tf.distribute.cluster_resolver.TFConfigClusterResolver() / SimpleClusterResolver
 
 from __future__ import annotations
 
+import collections
 import json
 from typing import Any
 
@@ -270,3 +271,27 @@ def test_union_errors() -> None:
         UnionResolver(a, 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^Unexpected kwargs provided \{'foo': 1\}$"):
         UnionResolver(a, foo=1)
+
+
+def test_tfconfig_num_accelerators_asks_master_first(tf_config) -> None:  # type: ignore[no-untyped-def]
+    # TF 2.21's ClusterResolver.num_accelerators calls self.master(task_type, task_id) and
+    # returns a defaultdict(int) (empty without local accelerators).
+    tf_config({"cluster": {"worker": ["w0:2222", "w1:2222"]}})
+    r = TFConfigClusterResolver()
+    with pytest.raises(ValueError, match=r"^No such job in cluster: None$"):
+        r.num_accelerators()
+    with pytest.raises(ValueError, match=r"^No such job in cluster: 'ps'$"):
+        r.num_accelerators("ps", 0)
+    accelerators = r.num_accelerators("worker", 1)
+    assert type(accelerators) is collections.defaultdict
+    assert accelerators == {}
+    assert accelerators["GPU"] == 0
+    tf_config(
+        {"cluster": {"worker": ["w0:2222", "w1:2222"]}, "task": {"type": "worker", "index": 5}}
+    )
+    with pytest.raises(ValueError, match=r"^No task with index 5 in job 'worker'$"):
+        r.num_accelerators()
+    tf_config({"cluster": {"worker": ["w0:2222"]}, "task": {"type": "ps", "index": 0}})
+    assert type(r.num_accelerators()) is collections.defaultdict  # one task: master() is ""
+    assert type(UnionResolver(r).num_accelerators()) is collections.defaultdict
+
