@@ -183,7 +183,8 @@ class TFConfigClusterResolver(ClusterResolver):
         """
         session_master = _get_value_in_tfconfig(SESSION_MASTER_KEY)
         if session_master is not None:
-            return str(session_master)
+            # As TF: the JSON value itself, not converted (a number stays a number).
+            return session_master
         cluster_spec = self.cluster_spec()
         if not cluster_spec.jobs or (
             len(cluster_spec.jobs) == 1 and len(cluster_spec.job_tasks(cluster_spec.jobs[0])) == 1

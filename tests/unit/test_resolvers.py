@@ -295,3 +295,13 @@ def test_tfconfig_num_accelerators_asks_master_first(tf_config) -> None:  # type
     assert type(r.num_accelerators()) is collections.defaultdict  # one task: master() is ""
     assert type(UnionResolver(r).num_accelerators()) is collections.defaultdict
 
+
+def test_tfconfig_session_master_is_returned_as_is(tf_config) -> None:  # type: ignore[no-untyped-def]
+    cluster = {"worker": ["w0:2222", "w1:2222"]}
+    tf_config({"cluster": cluster, "task": {"type": "worker", "index": 0}, "session_master": 5})
+    r = TFConfigClusterResolver()
+    assert (type(r.master()), r.master()) == (int, 5)  # TF: the JSON value, not str()
+    tf_config({"cluster": cluster, "session_master": ["a", 1]})
+    assert r.master() == ["a", 1]
+    tf_config({"session_master": ""})
+    assert r.master(rpc_layer="grpc") == ""
