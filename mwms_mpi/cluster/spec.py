@@ -7,6 +7,9 @@ from typing import Any, TypeAlias
 JobTasks: TypeAlias = "list[Any] | dict[int, Any]"
 
 
+# TF's message, %-formatted as TF formats it: a tuple job name's items are the arguments.
+_TASKS_MESSAGE = "The tasks for job %r must be a list or a dictionary from integers to strings."
+
 # A ClusterDef's task index is a protobuf int32 map key.
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -92,10 +95,7 @@ class ClusterSpec:
                 elif isinstance(tasks, dict):
                     job_tasks = {int(i): task for i, task in tasks.items()}
                 else:
-                    raise TypeError(
-                        f"The tasks for job {job_name!r} must be a list or a dictionary "
-                        "from integers to strings."
-                    )
+                    raise TypeError(_TASKS_MESSAGE % job_name)
                 self._cluster_spec[job_name] = job_tasks
             _check_cluster_def(self._cluster_spec)
         elif isinstance(cluster, ClusterSpec):

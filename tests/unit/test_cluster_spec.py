@@ -190,6 +190,12 @@ def test_as_cluster_def_is_not_implemented() -> None:
         # TF formats the name with %r % name: a tuple's items are the arguments.
         ({(1,): ["a"]}, TypeError, "Job name 1 must be bytes or unicode"),
         ({(1, 2): ["a"]}, TypeError, "not all arguments converted during string formatting"),
+        (
+            {(1,): "a:1"},
+            TypeError,
+            "The tasks for job 1 must be a list or a dictionary from integers to strings.",
+        ),
+        ({(): "a:1"}, TypeError, "not enough arguments for format string"),
     ],
 )
 def test_cluster_def_checks(cluster: object, error: type[Exception], message: str) -> None:
