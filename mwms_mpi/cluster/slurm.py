@@ -249,7 +249,11 @@ class SlurmClusterResolver(ClusterResolver):
 
     Other differences: an empty `CUDA_VISIBLE_DEVICES` means 0 GPUs (TF counts
     1), a missing `nvidia-smi` means 0 GPUs, and hostlists may carry text after
-    brackets. As in TF, `task_type`/`task_id` are `None` until `cluster_spec()`
+    brackets. The step's variables are checked when read, and their errors name
+    them: `SLURM_PROCID` must be an integer >= 0 and below the task count (TF
+    takes -1, and an out-of-range rank gets no task, or an IndexError from
+    `cluster_spec()`), and a hostlist range must not descend (TF expands
+    `n[2-1]` to no host). As in TF, `task_type`/`task_id` are `None` until `cluster_spec()`
     is called, and jobs take the task list in sorted job-name order (`chief`
     first).
     """
