@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import os
 import re
 import shutil
@@ -383,8 +384,13 @@ class SlurmClusterResolver(ClusterResolver):
         """
         task_list, self._gpu_allocation, self._cluster_allocation = [], [], {}
         gpt = self._gpus_per_task
+        # TF lays out each host's GPUs with range(0, gpus_per_node, gpus_per_task): a count
+        # that is not an integer (4.0) fails there, with range's TypeError.
+        operator.index(self._gpus_per_node)
+        operator.index(gpt)
         for host, local in self._placement():
-            task_list.append(f"{host}:{self._port_base + local}")
+            # TF writes "%s:%d": a float port base is truncated as %d truncates it.
+            task_list.append(f"{host}:{int(self._port_base + local)}")
             self._gpu_allocation.append(
                 ",".join(str(g) for g in range(local * gpt, (local + 1) * gpt))
             )

@@ -431,3 +431,22 @@ def test_a_bad_slurm_number_names_the_variable(
     with pytest.raises(ValueError) as caught:
         SlurmClusterResolver()
     assert str(caught.value) == f"Environment variable {variable}={value!r} is not {expected}"
+
+
+def test_port_base_and_gpu_counts_as_tf_formats_and_ranges_them(slurm_env: SetEnv) -> None:
+    # TF 2.21: "%s:%d" truncates a float port base; range(0, gpus_per_node, gpus_per_task) in
+    # cluster_spec() refuses a float count (after construction, before any task is set).
+    slurm_env(**_step(1, "node[01-02]", "2(x2)", 4, CUDA_VISIBLE_DEVICES="0,1"))
+    r = SlurmClusterResolver(port_base=2222.7)  # type: ignore[arg-type]
+    assert r.cluster_spec().as_dict() == {
+        "worker": ["node01:2222", "node01:2223", "node02:2222", "node02:2223"]
+    }
+    assert r.master() == "grpc://node01:2223"
+    for kwargs in ({"gpus_per_node": 2.0, "gpus_per_task": 1}, {"gpus_per_task": 1.0}):
+        slurm_env(**_step(1, "node[01-02]", "2(x2)", 4, CUDA_VISIBLE_DEVICES="0,1"))
+        r = SlurmClusterResolver(**kwargs)  # type: ignore[arg-type]
+        with pytest.raises(
+            TypeError, match=r"^'float' object cannot be interpreted as an integer$"
+        ):
+            r.cluster_spec()
+        assert (r.task_type, r.task_id) == (None, None)
