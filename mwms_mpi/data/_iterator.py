@@ -10,11 +10,38 @@ from mwms_mpi.data._optional import Optional
 
 
 class OwnedIterator:
-    """An iterator over a dataset, as ``iter(dataset)`` returns it in TF."""
+    """An iterator over a dataset, as ``iter(dataset)`` returns it in TF.
+
+    TF's iterator goes on after an element's error (a ``map`` function that raised for one
+    element): the next call returns the next element. Ours cannot, since the pipeline's
+    generators end at an exception; rather than end silently (a loop that catches the error
+    and goes on would see the data end early), every later call raises ``UnimplementedError``
+    naming the first error.
+    """
 
     def __init__(self, element_spec: Any, elements: Iterator[Any]) -> None:
         self._element_spec = element_spec
         self._elements = elements
+        self._failed: Exception | None = None
+
+    def _next(self) -> Any:
+        """The next element; ``StopIteration`` at the end."""
+        if self._failed is not None:
+            raise errors.UnimplementedError(
+                None,
+                "IteratorGetNext",
+                "this iterator raised an error for an element before "
+                f"({type(self._failed).__name__}: {self._failed}); TF's iterator goes on with "
+                "the next element, mwms_mpi's cannot. Make a new iterator, or keep the "
+                "elements that fail out of the pipeline (a filter before the failing step).",
+            ) from self._failed
+        try:
+            return next(self._elements)
+        except StopIteration:
+            raise
+        except Exception as exc:
+            self._failed = exc
+            raise
 
     @property
     def element_spec(self) -> Any:
@@ -25,7 +52,7 @@ class OwnedIterator:
         return self
 
     def __next__(self) -> Any:
-        return next(self._elements)
+        return self._next()
 
     def get_next(self) -> Any:
         """Returns the next element.
@@ -34,7 +61,7 @@ class OwnedIterator:
           OutOfRangeError: the end of the sequence is reached.
         """
         try:
-            return next(self._elements)
+            return self._next()
         except StopIteration:
             raise errors.OutOfRangeError(None, "IteratorGetNext", "End of sequence") from None
 
@@ -45,6 +72,6 @@ class OwnedIterator:
         strategy's distributed iterator is this one).
         """
         try:
-            return Optional(next(self._elements), True, self._element_spec)
+            return Optional(self._next(), True, self._element_spec)
         except StopIteration:
             return Optional.empty(self._element_spec)
