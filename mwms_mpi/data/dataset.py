@@ -24,10 +24,9 @@ class Dataset(DatasetOps):
     """Represents a potentially large set of elements, as ``tf.data.Dataset``.
 
     Elements are nests (tuples, namedtuples, dicts) of numpy arrays; iterating yields them
-    (scalars as 0-d arrays, as TF yields 0-d tensors), ``as_numpy_iterator`` yields them as TF's
-    does (scalars as numpy scalars). Build one with ``from_tensor_slices``, ``from_tensors``,
-    ``from_generator`` or ``range`` and chain transformations; nothing runs until the dataset
-    is iterated.
+    (scalars as 0-d arrays, as TF's 0-d tensors), ``as_numpy_iterator`` as TF's (scalars as
+    numpy scalars). Build one with a source (``from_tensor_slices``, ``range``, ...) and chain
+    transformations; nothing runs until the dataset is iterated.
     """
 
     def __init__(self, node: _pipeline.Node, options: Options | None = None) -> None:
@@ -488,12 +487,14 @@ class Dataset(DatasetOps):
         return OwnedIterator(self.element_spec, self._node.iterate())
 
     def as_numpy_iterator(self) -> Iterator[Any]:
-        """Returns an iterator which converts all elements of the dataset to numpy.
-
-        As in TF, 0-d values come out as numpy scalars and arrays as numpy arrays.
-        """
+        """An iterator of the elements in numpy, as TF's: 0-d values as numpy scalars."""
         for element in self._node.iterate():
             yield _structure.to_numpy(element)
 
     def __repr__(self) -> str:
         return f"<{type(self._node).__name__}Dataset element_spec={self.element_spec}>"
+
+
+# TF's are static methods: the mixin's classmethods (data/_window_ops.py), bound to Dataset
+for _name in ("choose_from_datasets", "counter", "random", "sample_from_datasets"):
+    setattr(Dataset, _name, staticmethod(getattr(Dataset, _name)))

@@ -61,6 +61,7 @@ _VAR_POLICY = "made by the strategy; TF's var_policy (its internal variable poli
 DIFFERENT: dict[tuple[str, str], str] = {
     ("TensorSpec", "()"): "numpy.float32 is tf.float32 (docs/architecture.md: arrays are tensors)",
     ("data.Dataset", "()"): "made by the Dataset methods: TF's takes a variant tensor",
+    ("data.Dataset", "counter"): "dtype=np.int64 stands for tf.int64 (arrays are tensors)",
     ("distribute.DistributedDataset", "()"): _MADE_BY_THE_STRATEGY,
     ("distribute.DistributedIterator", "()"): _MADE_BY_THE_STRATEGY,
     ("distribute.DistributedValues", "()"): _MADE_BY_THE_STRATEGY,
@@ -120,9 +121,11 @@ NOT_YET: dict[str, dict[str, str]] = {
     ),
     "data.Dataset": _why(
         "not yet: tf.data outside the subset a training loop needs (docs/architecture.md)",
-        "bucket_by_sequence_length choose_from_datasets counter fingerprint group_by_window "
-        "ignore_errors list_files load ragged_batch random rejection_resample "
-        "sample_from_datasets save snapshot sparse_batch window",
+        "fingerprint list_files load ragged_batch save snapshot sparse_batch",
+    )
+    | _why(
+        "not yet: an element's error ends the pipeline's generators (docs/input_semantics.md)",
+        "ignore_errors",
     ),
     **dict.fromkeys(
         [
