@@ -9,7 +9,6 @@ rule in TF: ``[np.int64(2) array]`` is int32 there; here they are tensors, and k
 from __future__ import annotations
 
 import collections
-import warnings
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ import mwms_mpi
 from mwms_mpi import distribute as ds
 from mwms_mpi.data import Dataset
 from mwms_mpi.values.convert import as_array, convert_to_dtype
+from tests.support.conversion import show
 
 I64 = np.array(2, np.int64)
 CASES: dict[str, Any] = {
@@ -478,26 +478,15 @@ PACKED = [
 ]
 
 
-def _show(fn: Any) -> str:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # TF warns of nothing: an overflow must be an error
-        try:
-            result = np.asarray(fn())
-        except Exception as exc:  # the type and message are what is compared
-            return f"ERR {type(exc).__name__}: {str(exc).splitlines()[0][:150]}"
-    dtype = "object" if result.dtype.kind == "S" else str(result.dtype)  # TF's tf.string
-    return f"{dtype} {result.tolist()!r}"
-
-
 @pytest.mark.parametrize(("name", "requested", "expected"), PACKED)
 def test_lists_holding_arrays_pack_as_tf_packs_tensors(
     name: str, requested: str, expected: str
 ) -> None:
     value = CASES[name]
     if requested == "None":
-        shown = _show(lambda: as_array(value))
+        shown = show(lambda: as_array(value))
     else:
-        shown = _show(lambda: convert_to_dtype(value, requested))
+        shown = show(lambda: convert_to_dtype(value, requested))
     assert shown[: len(expected)] == expected
 
 
@@ -507,22 +496,22 @@ def test_a_tuple_of_int64_keeps_int64_through_the_apis() -> None:
     # TF 2.21 (tensors for arrays): default strategy reduce("SUM", (x,), axis=-1) -> int64 [3];
     # tf.Variable([x_int64_scalar, 3]) -> int64 [2, 3]; Dataset.from_tensors([x, x]) -> int64
     # [[1, 2], [1, 2]]; from_tensor_slices(([x, x],)) -> first element int64 [1, 2]
-    assert _show(lambda: st.reduce("SUM", (x,), axis=-1)) == "int64 [3]"
-    assert _show(lambda: mwms_mpi.Variable([I64, 3]).numpy()) == "int64 [2, 3]"
-    assert _show(lambda: next(iter(Dataset.from_tensors([x, x])))) == "int64 [[1, 2], [1, 2]]"
+    assert show(lambda: st.reduce("SUM", (x,), axis=-1)) == "int64 [3]"
+    assert show(lambda: mwms_mpi.Variable([I64, 3]).numpy()) == "int64 [2, 3]"
+    assert show(lambda: next(iter(Dataset.from_tensors([x, x])))) == "int64 [[1, 2], [1, 2]]"
     first = next(iter(Dataset.from_tensor_slices(([x, x],))))[0]
-    assert _show(lambda: first) == "int64 [1, 2]"
+    assert show(lambda: first) == "int64 [1, 2]"
     # TF 2.21: Dataset.from_tensors(x_int64).map(lambda x: ([x, 1],)) -> int64 [2, 1]
     mapped = Dataset.from_tensors(I64).map(lambda v: ([v, 1],))
-    assert _show(lambda: next(iter(mapped))[0]) == "int64 [2, 1]"
+    assert show(lambda: next(iter(mapped))[0]) == "int64 [2, 1]"
 
 
 def test_a_variable_inside_a_list_is_packed_as_a_tensor() -> None:
     # TF 2.21: tf.convert_to_tensor([tf.Variable(int64 2), 1]) -> int64 [2, 1]
     v = mwms_mpi.Variable(I64)
-    assert _show(lambda: as_array([v, 1])) == "int64 [2, 1]"
+    assert show(lambda: as_array([v, 1])) == "int64 [2, 1]"
     # TF 2.21: ... dtype=tf.float32 -> float32 [2.0, 1.0]
-    assert _show(lambda: convert_to_dtype([v, 1], np.float32)) == "float32 [2.0, 1.0]"
+    assert show(lambda: convert_to_dtype([v, 1], np.float32)) == "float32 [2.0, 1.0]"
 
 
 def test_m2_reduce_of_a_tuple_of_per_replica_int64_is_int64() -> None:
@@ -532,8 +521,8 @@ def test_m2_reduce_of_a_tuple_of_per_replica_int64_is_int64() -> None:
     )
     # TF 2.21, two logical CPUs: s.reduce("SUM", (pr,), axis=-1) -> int64 [9];
     # s.reduce("SUM", [pr, pr], axis=0) -> int64 [6, 12]
-    assert _show(lambda: st.reduce("SUM", (pr,), axis=-1)) == "int64 [9]"
-    assert _show(lambda: st.reduce("SUM", [pr, pr], axis=0)) == "int64 [6, 12]"
+    assert show(lambda: st.reduce("SUM", (pr,), axis=-1)) == "int64 [9]"
+    assert show(lambda: st.reduce("SUM", [pr, pr], axis=0)) == "int64 [6, 12]"
 
 
 def test_pack_errors_end_with_the_name_tf_converts_under() -> None:
@@ -544,16 +533,16 @@ def test_pack_errors_end_with_the_name_tf_converts_under() -> None:
     # Dataset.from_tensors((1, [i32, i64])) and from_tensors({"b": [i32, i64], "a": 1}) ->
     # ... name: component_1 (dict keys flatten sorted); convert_to_tensor -> ... name: packed
     assert (
-        _show(lambda: mwms_mpi.Variable([i32, I64]))
+        show(lambda: mwms_mpi.Variable([i32, I64]))
         == f"ERR InvalidArgumentError: {two}initial_value"
     )
-    shown = _show(lambda: mwms_mpi.Variable([i32, I64], dtype=np.int32))
+    shown = show(lambda: mwms_mpi.Variable([i32, I64], dtype=np.int32))
     assert shown == f"ERR InvalidArgumentError: {two}initial_value"
-    shown = _show(lambda: Dataset.from_tensors((1, [i32, I64])))
+    shown = show(lambda: Dataset.from_tensors((1, [i32, I64])))
     assert shown == f"ERR InvalidArgumentError: {two}component_1"
-    shown = _show(lambda: Dataset.from_tensors({"b": [i32, I64], "a": 1}))
+    shown = show(lambda: Dataset.from_tensors({"b": [i32, I64], "a": 1}))
     assert shown == f"ERR InvalidArgumentError: {two}component_1"
-    assert _show(lambda: as_array([i32, I64])) == f"ERR InvalidArgumentError: {two}packed"
+    assert show(lambda: as_array([i32, I64])) == f"ERR InvalidArgumentError: {two}packed"
 
 
 def test_a_namedtuple_holding_arrays_packs_to_a_requested_dtype() -> None:
@@ -561,5 +550,5 @@ def test_a_namedtuple_holding_arrays_packs_to_a_requested_dtype() -> None:
     # TF 2.21: tf.convert_to_tensor(pair(tf.constant(1, tf.int64), 2), dtype=tf.float32)
     # -> float32 [1.0, 2.0]; without a dtype -> int64 [1, 2]
     value = pair(np.array(1, np.int64), 2)
-    assert _show(lambda: convert_to_dtype(value, np.float32)) == "float32 [1.0, 2.0]"
-    assert _show(lambda: as_array(value)) == "int64 [1, 2]"
+    assert show(lambda: convert_to_dtype(value, np.float32)) == "float32 [1.0, 2.0]"
+    assert show(lambda: as_array(value)) == "int64 [1, 2]"

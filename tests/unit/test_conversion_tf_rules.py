@@ -13,7 +13,6 @@ import enum
 import re
 import tempfile
 import warnings
-from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ import mwms_mpi
 import mwms_mpi.distribute as ds
 from mwms_mpi import errors
 from mwms_mpi.values.convert import as_array, convert_to_dtype
+from tests.support.conversion import show
 
 # -- the cases (the probe's own names) -------------------------------------------------------
 
@@ -165,16 +165,6 @@ FLOAT_RANGE = (
 )
 
 
-def _show(fn: Any) -> str:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # TF warns of nothing: an overflow must be an error
-        try:
-            result = np.asarray(fn())
-        except Exception as exc:  # the type and message are what is compared
-            return f"ERR {type(exc).__name__}: {str(exc).splitlines()[0][:150]}"
-    return f"{result.dtype} {result.tolist()!r}"
-
-
 # TF 2.21: tf.constant(CASES[name])
 TF_CONSTANT = [
     ("[f32,float]", "float32 [1.0, 2.5]"),
@@ -268,7 +258,7 @@ TF_CONSTANT = [
 
 @pytest.mark.parametrize(("name", "expected"), TF_CONSTANT)
 def test_python_sequences_convert_as_tf_constant(name: str, expected: str) -> None:
-    assert _show(lambda: as_array(CASES[name])) == expected
+    assert show(lambda: as_array(CASES[name])) == expected
 
 
 def test_every_numpy_scalar_beside_every_python_number_as_tf() -> None:
@@ -279,7 +269,7 @@ def test_every_numpy_scalar_beside_every_python_number_as_tf() -> None:
         for pn in pys:
             for value in ([scalars[sn], pys[pn]], [pys[pn], scalars[sn]]):
                 first = np.asarray(value[0]).dtype if isinstance(value[0], np.generic) else None
-                got = _show(lambda v=value: as_array(v))
+                got = show(lambda v=value: as_array(v))
                 if first is not None and first.kind == "b" and pn != "bool":
                     assert "mixed types" in got, (value, got)
                 elif first is not None and first == np.float64 and pn != "complex":
@@ -475,7 +465,7 @@ TF_REQUESTED = [
 def test_python_values_convert_to_a_requested_dtype_as_tf(
     dtype: str, name: str, expected: str
 ) -> None:
-    assert _show(lambda: convert_to_dtype(REQ[name], dtype)) == expected
+    assert show(lambda: convert_to_dtype(REQ[name], dtype)) == expected
 
 
 def test_uint64_out_of_range_is_a_value_error() -> None:
@@ -487,8 +477,8 @@ def test_uint64_out_of_range_is_a_value_error() -> None:
 
 def test_variables_take_python_values_as_tf() -> None:
     # TF 2.21: tf.Variable(True, dtype=tf.float32) -> 1.0; tf.Variable([1, True]) -> int32 [1, 1]
-    assert _show(lambda: mwms_mpi.Variable(True, dtype=np.float32).numpy()) == "float32 1.0"
-    assert _show(lambda: mwms_mpi.Variable([1, True]).numpy()) == "int32 [1, 1]"
+    assert show(lambda: mwms_mpi.Variable(True, dtype=np.float32).numpy()) == "float32 1.0"
+    assert show(lambda: mwms_mpi.Variable([1, True]).numpy()) == "int32 [1, 1]"
     # TF 2.21: tf.Variable([np.float32(1), 2.5]).dtype float32; [np.int64(2), 1] int32
     assert mwms_mpi.Variable([np.float32(1), 2.5]).dtype == np.float32
     assert mwms_mpi.Variable([np.int64(2), 1]).dtype == np.int32
@@ -499,7 +489,7 @@ def test_variables_take_python_values_as_tf() -> None:
     with pytest.raises(ValueError, match="out of range for a double-precision float"):
         mwms_mpi.Variable(1e40)
     # TF 2.21: tf.Variable(1e40, dtype=tf.float32) -> inf (converted as double, then cast)
-    assert _show(lambda: mwms_mpi.Variable(1e40, dtype=np.float32).numpy()) == "float32 inf"
+    assert show(lambda: mwms_mpi.Variable(1e40, dtype=np.float32).numpy()) == "float32 inf"
     # TF 2.21: TypeError Cannot convert 2 to EagerTensor of dtype bool
     with pytest.raises(TypeError, match=r"^Cannot convert 2 to EagerTensor of dtype bool$"):
         mwms_mpi.Variable(2, dtype=bool)
@@ -539,7 +529,7 @@ def test_numpy_arrays_as_tf() -> None:
     # TF 2.21: tf.convert_to_tensor([tf.constant(np.array([1, 2], '>i8'))]) -> int64 [[1, 2]]
     # (an array in a list is a tensor, docs/architecture.md "Arrays are tensors"; TF's
     # tf.constant([np.array([1, 2], '>i8')]) is int32)
-    assert _show(lambda: as_array([np.array([1, 2], ">i8")])) == "int64 [[1, 2]]"
+    assert show(lambda: as_array([np.array([1, 2], ">i8")])) == "int64 [[1, 2]]"
     # TF 2.21: ValueError Failed to convert a NumPy array to a Tensor (Unsupported object type int).
     message = "Failed to convert a NumPy array to a Tensor (Unsupported object type int)."
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -548,11 +538,10 @@ def test_numpy_arrays_as_tf() -> None:
         as_array(np.array([None], dtype=object))
     # TF 2.21: convert_to_tensor(np.array([1, 2], object), dtype=tf.float32) -> float32 [1.0, 2.0]
     assert (
-        _show(lambda: convert_to_dtype(np.array([1, 2], object), np.float32))
-        == "float32 [1.0, 2.0]"
+        show(lambda: convert_to_dtype(np.array([1, 2], object), np.float32)) == "float32 [1.0, 2.0]"
     )
     # TF 2.21: tf.constant([np.array([1, 2], object)]) -> int32 [[1, 2]] (elements convert)
-    assert _show(lambda: as_array([np.array([1, 2], object)])) == "int32 [[1, 2]]"
+    assert show(lambda: as_array([np.array([1, 2], object)])) == "int32 [[1, 2]]"
     # TF 2.21: tf.constant(np.array(["a", "bc"])) -> tf.string [b'a', b'bc'] (bytes here)
     assert as_array(np.array(["a", "bc"])).tolist() == [b"a", b"bc"]
 
@@ -563,13 +552,13 @@ def test_ndarray_subclasses_as_tf() -> None:
     mapped = np.load(path, mmap_mode="r")
     # TF 2.21: memmap -> float32 [0.0, 1.0, 2.0]; a masked array -> its data, float64 [1.0, 2.0];
     # np.matrix([[1., 2.]]) -> float64 [[1.0, 2.0]]
-    assert _show(lambda: mwms_mpi.Variable(mapped).numpy()) == "float32 [0.0, 1.0, 2.0]"
+    assert show(lambda: mwms_mpi.Variable(mapped).numpy()) == "float32 [0.0, 1.0, 2.0]"
     masked = np.ma.array([1.0, 2.0], mask=[0, 1])
-    assert _show(lambda: mwms_mpi.Variable(masked).numpy()) == "float64 [1.0, 2.0]"
+    assert show(lambda: mwms_mpi.Variable(masked).numpy()) == "float64 [1.0, 2.0]"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PendingDeprecationWarning)  # numpy's, on np.matrix
         matrix = np.matrix([[1.0, 2.0]])
-    assert _show(lambda: as_array(matrix)) == "float64 [[1.0, 2.0]]"
+    assert show(lambda: as_array(matrix)) == "float64 [[1.0, 2.0]]"
     assert type(as_array(masked)) is np.ndarray
 
 
