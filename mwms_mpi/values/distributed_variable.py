@@ -147,6 +147,29 @@ class DistributedVariable(DistributedValues, Variable):
     def __len__(self) -> int:
         raise TypeError(f"object of type '{type(self).__name__}' has no len()")
 
+    # TF's DistributedVariable defines no __bool__, __float__, __int__ or __complex__ (only the
+    # DistributedDelegate operators): Python's defaults apply, in either context. Ours inherit
+    # Variable's, so they are overridden with what Python does without them.
+
+    def __bool__(self) -> bool:
+        return True  # an object without __bool__ or a usable __len__
+
+    def __float__(self) -> float:
+        raise TypeError(f"float() argument must be a string or a real number, not {self._kind}")
+
+    def __int__(self) -> int:
+        raise TypeError(
+            f"int() argument must be a string, a bytes-like object or a real number, not "
+            f"{self._kind}"
+        )
+
+    def __complex__(self) -> complex:
+        raise TypeError(f"complex() first argument must be a string or a number, not {self._kind}")
+
+    @property
+    def _kind(self) -> str:
+        return f"'{type(self).__name__}'"
+
     # -- which component -------------------------------------------------------------------
 
     def _local_replica_id(self) -> int | None:

@@ -366,17 +366,20 @@ class Variable(
     def __getitem__(self, key: Any) -> Any:
         return _arrays.array_copy(self._dense()[key])
 
+    # TF's BaseResourceVariable converts its read with __bool__, __float__ and __int__ but has
+    # no __index__: a variable is no list index nor range() bound, whatever its dtype.
+
     def __bool__(self) -> bool:
-        return bool(self._dense())
+        """The read's truth, as an ``EagerTensor``'s: an empty value is ``False`` (numpy's
+        ambiguity error is kept for more than one element, as TF raises it)."""
+        dense = self._dense()
+        return False if dense.size == 0 else bool(dense)
 
     def __float__(self) -> float:
         return float(self._dense())
 
     def __int__(self) -> int:
         return int(self._dense())
-
-    def __index__(self) -> int:
-        return int(np.asarray(_arrays.to_host(self._dense())).__index__())
 
     def __neg__(self) -> Any:
         return _arrays.as_result(-self._dense())

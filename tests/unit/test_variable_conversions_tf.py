@@ -1,0 +1,95 @@
+"""Python's scalar conversions of variables (``bool``, ``float``, ``int``, ``complex``, use as an
+index), pinned from TF 2.21 (``/tmp/tfvenv``: a plain ``tf.Variable``, and
+``MirroredStrategy(["/cpu:0", "/cpu:1"])`` over two logical CPUs for the distributed ones).
+
+TF's ``BaseResourceVariable`` defines ``__bool__``, ``__float__``, ``__int__`` (on its read) but no
+``__index__``; TF's ``DistributedVariable`` (``MirroredVariable``, ``SyncOnReadVariable``) defines
+none of them, so Python's defaults apply: ``bool(v)`` is always ``True`` and ``float(v)`` raises,
+in cross-replica and replica context alike.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mwms_mpi
+import mwms_mpi.distribute as ds
+
+S = mwms_mpi.VariableSynchronization
+A = mwms_mpi.VariableAggregation
+
+
+def test_plain_variable_is_no_index() -> None:
+    # TF: [1,2,3,4][tf.Variable(3)] RAISES TypeError list indices must be integers or slices,
+    # not ResourceVariable; range(v) RAISES TypeError 'ResourceVariable' object cannot be
+    # interpreted as an integer; the same for v.assign(3) (_UnreadVariable)
+    v = mwms_mpi.Variable(3)
+    with pytest.raises(TypeError, match="list indices must be integers or slices, not Variable"):
+        _ = [1, 2, 3, 4][v]
+    with pytest.raises(TypeError, match="'Variable' object cannot be interpreted as an integer"):
+        range(v)
+    with pytest.raises(TypeError, match="not UnreadVariable"):
+        _ = [1, 2, 3, 4][v.assign(3)]
+    # TF: int(v) 3, float(v) 3.0, complex(v) (3+0j) stay
+    assert int(v) == 3 and float(v) == 3.0 and complex(v) == 3 + 0j
+
+
+def test_plain_empty_variable_is_false() -> None:
+    # TF: bool(tf.Variable(np.zeros((0,), np.float32))) -> False (EagerTensor's __bool__);
+    # bool of two elements RAISES ValueError The truth value of an array with more than one ...
+    v = mwms_mpi.Variable(np.zeros((0,), np.float32))
+    assert bool(v) is False and bool(v.assign(np.zeros((0,), np.float32))) is False
+    assert bool(mwms_mpi.Variable(np.ones((1,), np.float32))) is True
+    with pytest.raises(ValueError, match="more than one element is ambiguous"):
+        bool(mwms_mpi.Variable(np.zeros((2,), np.float32)))
+
+
+@pytest.fixture(scope="module")
+def strategy() -> ds.MirroredStrategy:
+    return ds.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+
+def _conversions(v: Any) -> list[Any]:
+    out: list[Any] = [bool(v)]
+    for convert in (float, int, complex, range):
+        try:
+            out.append(convert(v))
+        except TypeError as e:
+            out.append(str(e))
+    return out
+
+
+@pytest.mark.parametrize("sync", [S.ON_WRITE, S.ON_READ])
+@pytest.mark.parametrize(
+    "init", [np.float32(1.5), np.float32(0.0), np.int32(0), np.zeros((0,), np.float32)]
+)
+def test_distributed_variable_has_no_scalar_conversions(
+    strategy: Any, sync: Any, init: Any
+) -> None:
+    # TF (each sync, each initial value): bool(v) True; float(v) RAISES TypeError float()
+    # argument must be a string or a real number, not 'MirroredVariable'; int(v) RAISES
+    # TypeError int() argument must be a string, a bytes-like object or a real number, not
+    # 'MirroredVariable'; complex(v) RAISES TypeError complex() first argument must be a string
+    # or a number, not 'MirroredVariable'; range(v) RAISES TypeError 'MirroredVariable' object
+    # cannot be interpreted as an integer (SyncOnReadVariable alike)
+    with strategy.scope():
+        v = mwms_mpi.Variable(init, synchronization=sync, aggregation=A.SUM)
+    name = type(v).__name__
+    expected = [
+        True,
+        f"float() argument must be a string or a real number, not '{name}'",
+        f"int() argument must be a string, a bytes-like object or a real number, not '{name}'",
+        f"complex() first argument must be a string or a number, not '{name}'",
+        f"'{name}' object cannot be interpreted as an integer",
+    ]
+    assert _conversions(v) == expected
+    # TF: the same inside strategy.run (the type has none of them)
+    per_replica = strategy.run(lambda: _conversions(v))
+    for replica in strategy.experimental_local_results(per_replica):
+        assert list(replica) == expected
+    with pytest.raises(TypeError, match=re.escape(f"not {name}")):
+        _ = [1, 2, 3, 4][v]
