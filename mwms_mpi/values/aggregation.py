@@ -27,7 +27,7 @@ from mwms_mpi._context import CommunicatorLike, StrategyLike
 from mwms_mpi._naming import agreed_name
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
-from mwms_mpi.values.convert import convert_to_dtype, truediv
+from mwms_mpi.values.convert import as_array, convert_to_dtype, truediv
 from mwms_mpi.values.distributed import PerReplica
 
 
@@ -220,14 +220,35 @@ def assign_on_each_device(
 
 def on_read_component_value(var: Any, value: Any) -> Any:
     """What each component of a SyncOnRead ``var`` holds for the value ``value``: with SUM,
-    ``value / num_replicas_in_sync`` cast back to the variable's dtype (TF:
-    ``cast(value / n, dtype)``), so the aggregated (summed) value stays ``value``; else
-    ``value``. The one rule for a cross-replica ``assign`` and a checkpoint restore."""
-    tensor = convert_to_dtype(value, var.dtype)
-    if var.aggregation == VariableAggregation.SUM:
-        n = var.distribute_strategy.num_replicas_in_sync
-        tensor = truediv(tensor, n).astype(var.dtype)
-    return tensor
+    ``value / num_replicas_in_sync`` cast to the variable's dtype (TF: ``math_ops.cast(value /
+    n, dtype)``), so the aggregated (summed) value stays ``value``; else ``value``. The one
+    rule for a cross-replica ``assign`` and a checkpoint restore.
+
+    TF divides before it converts: a Python number is divided by Python (a float, which
+    ``cast`` makes a float32 first, so a float64 or int variable gets the float32-rounded
+    quotient, and a float converts to an int variable by truncation), a list or tuple raises
+    Python's ``TypeError``, and an array (a tensor) divides with TF's ``truediv`` in its own
+    dtype.
+
+    Raises:
+      TypeError: for a sequence with SUM (Python's message, as TF's ``value / n``).
+      ValueError: for a quotient out of float32's range (TF's conversion message).
+    """
+    if var.aggregation != VariableAggregation.SUM:
+        return convert_to_dtype(value, var.dtype)
+    n = var.distribute_strategy.num_replicas_in_sync
+    if isinstance(value, list | tuple):
+        raise TypeError(
+            f"unsupported operand type(s) for /: '{type(value).__name__}' and '{type(n).__name__}'"
+        )
+    if isinstance(value, bool | int | float):  # a Python number (np.float64 divides alike)
+        quotient = as_array(value / n)
+    else:
+        quotient = truediv(as_array(value), n)
+    if quotient.dtype == var.dtype:
+        return quotient
+    with np.errstate(invalid="ignore", over="ignore"):  # TF's Cast warns about neither
+        return quotient.astype(var.dtype)
 
 
 def on_read_assign_cross_replica(var: Any, value: Any, read_value: bool = True) -> Any:
