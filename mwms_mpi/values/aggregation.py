@@ -27,8 +27,13 @@ from mwms_mpi._context import CommunicatorLike, StrategyLike
 from mwms_mpi._naming import agreed_name
 from mwms_mpi.collective.call_context import api_call
 from mwms_mpi.types import ReduceOp, VariableAggregation, VariableSynchronization
-from mwms_mpi.values.convert import as_array, convert_to_dtype, truediv
-from mwms_mpi.values.distributed import PerReplica
+from mwms_mpi.values.convert import (
+    as_array,
+    convert_to_dtype,
+    refuse_tensor_of_other_dtype,
+    truediv,
+)
+from mwms_mpi.values.distributed import DistributedValues, PerReplica
 
 
 def communicator_of(strategy: StrategyLike) -> CommunicatorLike | None:
@@ -164,6 +169,25 @@ def apply_aggregation(
     return strategy.extended.reduce_to(reduce_op, value, destinations)
 
 
+def _aggregated_to_tensor(
+    strategy: StrategyLike, value: Any, aggregation: VariableAggregation
+) -> bool:
+    """Whether TF's aggregation of a replica-context update made ``value`` a tensor, which the
+    update then assigns without a cast (:func:`refuse_tensor_of_other_dtype`).
+
+    ONLY_FIRST_REPLICA broadcasts the first replica's value unless it is a Python number
+    (TF's ``_broadcast_to`` fast path, kept for ``step.assign_add(1)``); a reduction converts
+    per-replica values, and a value the replicas share unless it is a MEAN on one worker
+    (``reduce_non_distributed_value`` returns it as it is; SUM on one replica broadcasts it).
+    """
+    if aggregation == VariableAggregation.ONLY_FIRST_REPLICA:
+        first = strategy.experimental_local_results(value)[0]
+        return not isinstance(first, float | int)
+    if isinstance(value, DistributedValues):
+        return True
+    return aggregation != VariableAggregation.MEAN or communicator_of(strategy) is not None
+
+
 def on_write_update_replica(
     var: Any, update_fn: Callable[..., Any], value: Any, **kwargs: Any
 ) -> Any:
@@ -197,6 +221,9 @@ def on_write_update_replica(
                     "or update it in cross-replica context."
                 )
             v = apply_aggregation(strategy, value, var.aggregation, var)
+            if _aggregated_to_tensor(strategy, value, var.aggregation):
+                for tensor in strategy.experimental_local_results(v):
+                    refuse_tensor_of_other_dtype(tensor, var.dtype)
             return var._update_cross_replica(update_fn, v, **kwargs)
 
     ctx = _context.current().replica_context

@@ -146,6 +146,34 @@ def refuse_variable_of_other_dtype(value: Any, dtype: Any) -> None:
         )
 
 
+def tensor_repr(array: Any) -> str:
+    """An array as TF's ``repr`` of the eager tensor it stands for (``<tf.Tensor: shape=(),
+    dtype=int32, numpy=1>``): a scalar as its Python value, else numpy's ``repr`` (on a line of
+    its own when it takes several)."""
+    host = np.asarray(_arrays.to_host(array))
+    text = repr(host.item()) if host.ndim == 0 else repr(host)
+    if "\n" in text:
+        text = "\n" + text
+    return f"<tf.Tensor: shape={host.shape}, dtype={host.dtype.name}, numpy={text}>"
+
+
+def refuse_tensor_of_other_dtype(value: Any, dtype: Any) -> None:
+    """TF never casts a tensor while converting it (``convert_to_tensor(t, dtype)``): where TF
+    has made a tensor of a value (a strategy's broadcast or reduction before a variable's
+    update), an array of another dtype is an error, not the cast a numpy input gets.
+
+    Raises:
+      ValueError: when ``value`` is an array whose dtype is not ``dtype`` (TF's message).
+    """
+    if (
+        isinstance(value, np.ndarray) or _arrays.is_device_array(value)
+    ) and value.dtype != np.dtype(dtype):
+        raise ValueError(
+            f"Tensor conversion requested dtype {np.dtype(dtype).name} for Tensor with dtype "
+            f"{value.dtype.name}: {tensor_repr(value)}"
+        )
+
+
 def truediv_dtype(dtype: Any) -> np.dtype:
     """The dtype of a division of ``dtype`` values (TF's ``_TRUEDIV_TABLE``): 8- and 16-bit
     integers give float32, wider ones float64; floating and complex dtypes are kept.
