@@ -25,6 +25,7 @@ from mwms_mpi.types import (
     reduce_op_and_text,
 )
 from mwms_mpi.values.aggregation import UpdateContext, get_update_replica_id
+from mwms_mpi.values.convert import as_array, result_copy
 from mwms_mpi.values.distributed import local_results, value_container
 from mwms_mpi.values.structure import of_pairs, of_value
 from mwms_mpi.values.variables import UnreadVariable, Variable
@@ -269,8 +270,13 @@ class StrategyExtended:
         return strategy is self._container_strategy()
 
     def read_var(self, v: Any) -> Any:
-        """Reads the value of a variable in cross-replica context."""
-        return v
+        """Reads the value of a variable in cross-replica context: the default strategy's is
+        TF's ``array_ops.identity(v)``, a fresh tensor of any value (a variable read).
+
+        Raises:
+          ValueError: for a value that converts to no tensor (TF's message).
+        """
+        return result_copy(as_array(v))
 
     def call_for_each_replica(
         self,

@@ -93,3 +93,25 @@ def test_distributed_variable_has_no_scalar_conversions(
         assert list(replica) == expected
     with pytest.raises(TypeError, match=re.escape(f"not {name}")):
         _ = [1, 2, 3, 4][v]
+
+
+def test_default_strategy_read_var_is_identity() -> None:
+    # TF: tf.distribute.get_strategy().extended.read_var(x) is array_ops.identity(x): for a
+    # variable [1., 2.] after assign([3., 4.]) -> EagerTensor float32 [3.0, 4.0] (the variable,
+    # and the _UnreadVariable alike); 1.5 -> float32 1.5; [1, 2] -> int32 [1, 2]; a float64
+    # array -> float64; None RAISES ValueError Attempt to convert a value (None) with an
+    # unsupported type (<class 'NoneType'>) to a Tensor.
+    extended = ds.get_strategy().extended
+    v = mwms_mpi.Variable([1.0, 2.0])
+    for x in (v, v.assign([3.0, 4.0])):
+        r = extended.read_var(x)
+        assert type(r) is np.ndarray and r.dtype == np.float32 and r.tolist() == [3.0, 4.0]
+    r = extended.read_var(v)
+    r[0] = 9.0  # a fresh value: the variable is not written
+    assert v.numpy().tolist() == [3.0, 4.0]
+    assert extended.read_var(1.5).dtype == np.float32
+    assert extended.read_var([1, 2]).dtype == np.int32
+    array = np.array([1.0], np.float64)
+    assert extended.read_var(array) is not array and extended.read_var(array).dtype == np.float64
+    with pytest.raises(ValueError, match=re.escape("Attempt to convert a value (None)")):
+        extended.read_var(None)
