@@ -92,6 +92,27 @@ def _bitwise_kernel(dtype: np.dtype[Any], op: str) -> None:
         )
 
 
+# TF's Neg and Abs kernels' types, as their errors list them (neither takes bool)
+_NEG_TYPES = "bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128"
+_ABS_TYPES = "bfloat16, half, float, double, int8, int16, int32, int64"
+
+
+def _unary_kernel(dtype: np.dtype[Any], op: str, allowed: str) -> None:
+    """TF's ``Neg``/``Abs`` refuse what they have no kernel for (numpy's ``abs`` of a bool is
+    the bool itself, and its ``-`` raises numpy's own ``TypeError``).
+
+    Raises:
+      InvalidArgumentError: for a dtype not in ``allowed`` (TF's message).
+    """
+    if tf_dtype_name(dtype) not in allowed.split(", "):
+        raise errors.InvalidArgumentError(
+            None,
+            op,
+            f"Value for attr 'T' of {tf_dtype_name(dtype)} is not in the list of allowed "
+            f"values: {allowed}",
+        )
+
+
 def _no_integer_zero(y: Any, op: str) -> None:
     """TF's integer ``FloorDiv``/``FloorMod`` fail on a zero divisor (numpy gives 0).
 
@@ -188,6 +209,27 @@ class VariableOperators:
     __ge__ = _binary(_ufunc("greater_equal"), "GreaterEqual")
     __eq__ = _binary(_ufunc("equal"), "Equal")
     __ne__ = _binary(_ufunc("not_equal"), "NotEqual")
+
+    def __neg__(self) -> Any:
+        """``-v`` (TF's ``Neg``).
+
+        Raises:
+          InvalidArgumentError: for a bool or unsigned variable (TF's message).
+        """
+        value = self._dense()
+        _unary_kernel(value.dtype, "Neg", _NEG_TYPES)
+        return _arrays.as_result(-value)
+
+    def __abs__(self) -> Any:
+        """``abs(v)`` (TF's ``Abs``; ``ComplexAbs`` for complex values, a real result).
+
+        Raises:
+          InvalidArgumentError: for a bool or unsigned variable (TF's message).
+        """
+        value = self._dense()
+        if value.dtype.kind != "c":
+            _unary_kernel(value.dtype, "Abs", _ABS_TYPES)
+        return _arrays.as_result(abs(value))
 
     def __invert__(self) -> Any:
         """Bitwise not of an integer variable, logical not of a bool one (TF's ``Invert`` and

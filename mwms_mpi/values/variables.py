@@ -381,14 +381,8 @@ class Variable(
     def __int__(self) -> int:
         return int(self._dense())
 
-    def __neg__(self) -> Any:
-        return _arrays.as_result(-self._dense())
-
     def __pos__(self) -> Any:
         return _arrays.array_copy(self._dense())
-
-    def __abs__(self) -> Any:
-        return _arrays.as_result(abs(self._dense()))
 
     def __iter__(self) -> Iterator[Any]:
         """The rows of the value, each a fresh array (TF iterates the tensor it reads).

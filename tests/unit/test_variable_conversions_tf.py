@@ -18,6 +18,7 @@ import pytest
 
 import mwms_mpi
 import mwms_mpi.distribute as ds
+from mwms_mpi import errors
 
 S = mwms_mpi.VariableSynchronization
 A = mwms_mpi.VariableAggregation
@@ -115,3 +116,24 @@ def test_default_strategy_read_var_is_identity() -> None:
     assert extended.read_var(array) is not array and extended.read_var(array).dtype == np.float64
     with pytest.raises(ValueError, match=re.escape("Attempt to convert a value (None)")):
         extended.read_var(None)
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (2,)])
+def test_negative_and_absolute_value_of_a_bool_variable_are_refused(shape: Any) -> None:
+    # TF: -tf.Variable(bool) RAISES InvalidArgumentError Value for attr 'T' of bool is not in
+    # the list of allowed values: bfloat16, half, float, double, int8, int16, int32, int64,
+    # complex64, complex128 ... [Op:Neg]; abs(v) RAISES InvalidArgumentError Value for attr 'T'
+    # of bool is not in the list of allowed values: bfloat16, half, float, double, int8,
+    # int16, int32, int64 ... [Op:Abs] (whatever the shape, an empty one included)
+    v = mwms_mpi.Variable(np.zeros(shape, bool))
+    neg = "bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128"
+    with pytest.raises(errors.InvalidArgumentError, match=re.escape(f"values: {neg}")):
+        _ = -v
+    with pytest.raises(
+        errors.InvalidArgumentError,
+        match=re.escape("values: bfloat16, half, float, double, int8, int16, int32, int64"),
+    ):
+        abs(v)
+    # TF: int32 and float32 variables negate and take abs as before
+    assert (-mwms_mpi.Variable([1, -2])).tolist() == [-1, 2]
+    assert abs(mwms_mpi.Variable([1.5, -2.0])).tolist() == [1.5, 2.0]
