@@ -349,6 +349,16 @@ class SyncOnReadVariable(DistributedVariable):
         with _context.enter_or_assert_strategy(self._distribute_strategy):
             return super()._get()
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        # TF: numpy finds __array__ on the cross-replica read (DistributedDelegate.__getattr__);
+        # where that read is a tensor (not the first component), a 0-d one gives a scalar
+        with _context.enter_or_assert_strategy(self._distribute_strategy):
+            scalar = dtype is None and copy is not False and not self.shape
+            cross_replica = scalar and self._local_replica_id() is None
+            if cross_replica and not isinstance(self._get_cross_replica(), Variable):
+                raise ValueError("object __array__ method not producing an array")
+        return super().__array__(dtype, copy)
+
     def _get_cross_replica(self) -> Any:
         """Aggregates every replica of every worker (a collective), as TF's ``strategy.reduce``
         of the variable: ONLY_FIRST_REPLICA, and MEAN with one replica in all (TF's one-replica

@@ -137,3 +137,41 @@ def test_negative_and_absolute_value_of_a_bool_variable_are_refused(shape: Any) 
     # TF: int32 and float32 variables negate and take abs as before
     assert (-mwms_mpi.Variable([1, -2])).tolist() == [-1, 2]
     assert abs(mwms_mpi.Variable([1.5, -2.0])).tolist() == [1.5, 2.0]
+
+
+@pytest.mark.parametrize("init", [np.float32(1.5), np.int32(2)])
+def test_numpy_refuses_a_scalar_sync_on_read_variable_in_cross_replica_context(
+    strategy: Any, init: Any
+) -> None:
+    # TF (SUM, two replicas holding 1.5): np.asarray(v), np.array(v) and np.add(v, 1) RAISE
+    # ValueError object __array__ method not producing an array; np.asarray(v, np.float64)
+    # -> 3.0; a shape (1,) variable -> [3.0]; in replica context -> each replica's 1.5; a
+    # MirroredVariable's np.asarray(v) -> 1.5
+    with strategy.scope():
+        v = mwms_mpi.Variable(init, synchronization=S.ON_READ, aggregation=A.SUM)
+        w = mwms_mpi.Variable([init], synchronization=S.ON_READ, aggregation=A.SUM)
+        m = mwms_mpi.Variable(init, aggregation=A.SUM)
+    for convert in (np.asarray, np.array, lambda x: np.add(x, 1)):
+        with pytest.raises(ValueError, match=r"^object __array__ method not producing an array$"):
+            convert(v)
+    assert np.asarray(v, np.float64).tolist() == 2 * float(init)
+    assert np.asarray(w).tolist() == [2 * init.item()]
+    assert np.asarray(m).tolist() == init.item()
+    per_replica = strategy.run(lambda: np.asarray(v))
+    assert [r.tolist() for r in strategy.experimental_local_results(per_replica)] == [
+        init.item()
+    ] * 2
+
+
+def test_numpy_reads_a_scalar_sync_on_read_variable_whose_read_is_a_component(
+    strategy: Any,
+) -> None:
+    # TF (two replicas holding 1.5): ONLY_FIRST_REPLICA np.asarray(v) -> 1.5 (the cross-replica
+    # read is the first component, a variable); MEAN RAISES ValueError object __array__ method
+    # not producing an array (a reduced tensor, as SUM's)
+    with strategy.scope():
+        first = mwms_mpi.Variable(1.5, synchronization=S.ON_READ, aggregation=A.ONLY_FIRST_REPLICA)
+        mean = mwms_mpi.Variable(1.5, synchronization=S.ON_READ, aggregation=A.MEAN)
+    assert np.asarray(first).tolist() == 1.5
+    with pytest.raises(ValueError, match="not producing an array"):
+        np.asarray(mean)
