@@ -153,6 +153,11 @@ def _normalize_pairs(value_destination_pairs: Sequence[Any]) -> list[tuple[Any, 
     return pairs if plain else list(pairs)
 
 
+def _kept_or_copied(value: Any) -> Any:
+    """A variable as it is (TF returns it), anything else as a fresh array."""
+    return value if isinstance(value, VariableBase) else as_array(value).copy()
+
+
 class CrossDeviceOps:
     """Base class for cross-device reduction and broadcasting algorithms (TF's template).
 
@@ -208,8 +213,10 @@ class CrossDeviceOps:
         pairs = _normalize_pairs(value_destination_pairs)
         first = utils.local_values(pairs[0][0]) if pairs else ()
         if self._num_between_graph_workers == 1 and len(first) == 1:
+            # TF regroups the values themselves: a variable (its components regroup to their
+            # container) comes back as itself; an array as a copy ("Results are values")
             return [
-                regroup(tuple(as_array(x).copy() for x in utils.local_values(v)), Mirrored)
+                regroup(tuple(_kept_or_copied(x) for x in utils.local_values(v)), Mirrored)
                 for v, _ in pairs
             ]
         return self.batch_reduce_implementation(reduce_op, pairs, options)
