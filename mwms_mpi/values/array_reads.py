@@ -89,16 +89,25 @@ class ArrayReadsMixin:
         """The current value as a fresh host array (TF's ``__array__``), of ``dtype`` if given.
 
         Raises:
-          ValueError: for ``copy=False`` (TF 2.21 cannot give a variable without a copy), and
-            while ``jax.jit`` traces (the value would be frozen into the compiled function).
+          ValueError: for ``copy=False`` (TF 2.21 cannot give a variable without a copy), for
+            a 0-d distributed variable whose read is a tensor (:meth:`_reads_a_scalar_tensor`),
+            and while ``jax.jit`` traces (the value would be frozen into the compiled function).
         """
         raise_if_jit_tracing("np.asarray(variable)` / `jnp.asarray(variable)")
         if copy is False:
             raise ValueError(_NO_COPY)
+        if dtype is None and self._reads_a_scalar_tensor():
+            raise ValueError("object __array__ method not producing an array")
         value = np.asarray(_arrays.to_host(self.read_value()))
         if dtype is None or value.dtype == np.dtype(dtype):
             return value
         return value.astype(dtype)
+
+    def _reads_a_scalar_tensor(self) -> bool:
+        """Whether TF's ``np.asarray(v)`` reaches a 0-d tensor's ``__array__``, which gives a
+        numpy scalar that numpy refuses: never for a variable (its own ``__array__``), where a
+        distributed variable's cross-replica read is a tensor (``distributed_variable.py``)."""
+        return False
 
     def read_only_value(self) -> Any:
         """The value in the current context without a copy: a read-only array that keeps this

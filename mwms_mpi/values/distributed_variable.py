@@ -147,6 +147,11 @@ class DistributedVariable(DistributedValues, Variable):
     def __len__(self) -> int:
         raise TypeError(f"object of type '{type(self).__name__}' has no len()")
 
+    def _reads_a_scalar_tensor(self) -> bool:
+        # TF: numpy finds __array__ on the read (DistributedDelegate.__getattr__): in
+        # cross-replica context a tensor (a MirroredVariable's identity), 0-d: a scalar
+        return not self.shape and self._local_replica_id() is None
+
     # TF's DistributedVariable defines no __bool__, __float__, __int__ or __complex__ (only the
     # DistributedDelegate operators): Python's defaults apply, in either context. Ours inherit
     # Variable's, so they are overridden with what Python does without them.
@@ -349,15 +354,10 @@ class SyncOnReadVariable(DistributedVariable):
         with _context.enter_or_assert_strategy(self._distribute_strategy):
             return super()._get()
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        # TF: numpy finds __array__ on the cross-replica read (DistributedDelegate.__getattr__);
-        # where that read is a tensor (not the first component), a 0-d one gives a scalar
-        with _context.enter_or_assert_strategy(self._distribute_strategy):
-            scalar = dtype is None and copy is not False and not self.shape
-            cross_replica = scalar and self._local_replica_id() is None
-            if cross_replica and not isinstance(self._get_cross_replica(), Variable):
-                raise ValueError("object __array__ method not producing an array")
-        return super().__array__(dtype, copy)
+    def _reads_a_scalar_tensor(self) -> bool:
+        with _context.enter_or_assert_strategy(self._distribute_strategy):  # as TF's _get
+            cross_replica = super()._reads_a_scalar_tensor()
+            return cross_replica and not isinstance(self._get_cross_replica(), Variable)
 
     def _get_cross_replica(self) -> Any:
         """Aggregates every replica of every worker (a collective), as TF's ``strategy.reduce``

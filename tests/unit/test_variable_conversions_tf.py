@@ -175,3 +175,21 @@ def test_numpy_reads_a_scalar_sync_on_read_variable_whose_read_is_a_component(
     assert np.asarray(first).tolist() == 1.5
     with pytest.raises(ValueError, match="not producing an array"):
         np.asarray(mean)
+
+
+@pytest.mark.parametrize("aggregation", [A.NONE, A.SUM, A.MEAN, A.ONLY_FIRST_REPLICA])
+def test_numpy_refuses_a_scalar_mirrored_variable_inside_the_scope(
+    strategy: Any, aggregation: Any
+) -> None:
+    # TF (each aggregation): with strategy.scope(): np.asarray(v) RAISES ValueError object
+    # __array__ method not producing an array (the cross-replica read is identity(v), a
+    # tensor); outside the scope (the default replica context reads replica 0's variable)
+    # -> 1.5; a shape (1,) variable -> [1.5] in both
+    with strategy.scope():
+        v = mwms_mpi.Variable(np.float32(1.5), aggregation=aggregation)
+        w = mwms_mpi.Variable([np.float32(1.5)], aggregation=aggregation)
+    with strategy.scope():
+        with pytest.raises(ValueError, match="not producing an array"):
+            np.asarray(v)
+        assert np.asarray(w).tolist() == [1.5]
+    assert np.asarray(v).tolist() == 1.5 and np.asarray(w).tolist() == [1.5]
