@@ -97,7 +97,11 @@ class ArrayReadsMixin:
         if copy is False:
             raise ValueError(_NO_COPY)
         if dtype is None and self._reads_a_scalar_tensor():
-            raise ValueError("object __array__ method not producing an array")
+            raise ValueError(  # numpy's text in TF, then why and what to do instead
+                "object __array__ method not producing an array: as in TF 2.21, where this "
+                "0-d variable's __array__ gives a numpy scalar, which numpy refuses; read it "
+                "with v.numpy() or v.read_value(), or pass a dtype (np.asarray(v, v.dtype))"
+            )
         value = np.asarray(_arrays.to_host(self.read_value()))
         if dtype is None or value.dtype == np.dtype(dtype):
             return value
