@@ -32,6 +32,7 @@ __all__ = [
     "NcclAllReduce",
     "ReductionToOneDevice",
     "as_array",
+    "check_component_devices",
     "reduce_non_distributed_value",
     "validate_destinations",
 ]
@@ -100,6 +101,21 @@ def reduce_non_distributed_value(
         )
     validate_destinations(destinations)
     return utils.mirror(as_array(value).copy(), destinations)
+
+
+def check_component_devices(value: DistributedValues) -> None:
+    """TF's ``get_devices_from(value)`` of a ``DistributedValues``: the device of each
+    component, read as ``v.device`` (``DistributedValues._devices``). Only tensors have one
+    (arrays and numpy scalars here, as numpy 2's do in TF): a Python number, string, ``None``
+    or list fails on the read. TF's own failure, kept (docs/architecture.md, "Deliberate
+    differences"): MirroredStrategy's ``_reduce_to`` asks it of every per-replica value first.
+
+    Raises:
+      AttributeError: for the first component that is not a tensor (TF's message).
+    """
+    for component in value._values:
+        if not is_tensor(component):
+            raise AttributeError(f"'{type(component).__name__}' object has no attribute 'device'")
 
 
 def _is_array(value: Any) -> bool:

@@ -20,6 +20,7 @@ from mwms_mpi.distribute.collective_ops import CollectiveAllReduce
 from mwms_mpi.distribute.cross_device_ops import (
     CrossDeviceOps,
     ReductionToOneDevice,
+    check_component_devices,
     reduce_non_distributed_value,
 )
 from mwms_mpi.distribute.deprecated import DistributedIteratorV1
@@ -254,6 +255,7 @@ class MirroredExtended(StrategyExtended):
                 return reduce_non_distributed_value(
                     reduce_op, v, destinations, self._num_replicas_in_sync
                 )
+            check_component_devices(v)  # TF's _devices_match: a Python component fails here
             ops = ReductionToOneDevice() if cpu else self._get_cross_device_ops(v)
             return ops.reduce(reduce_op, v, destinations=destinations, options=options)
 
