@@ -103,6 +103,21 @@ def mirror(result: Any, destinations: Any) -> Any:
     return Mirrored([result, *(result.copy() for _ in range(count - 1))])
 
 
+def _add_n_refuses(dtype: Any) -> str:
+    """TF's message when ``add_n`` has no kernel for ``dtype`` (bool, string)."""
+    name = "string" if dtype.kind in "SU" else dtype.name
+    return (
+        f"Value for attr 'T' of {name} is not in the list of allowed values: float, double, "
+        "int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, "
+        "quint16, uint16, complex128, half, uint32, uint64, variant\n\t; NodeDef: {{node AddN}}; "
+        "Op<name=AddN; signature=inputs:N*T -> sum:T; attr=N:int,min=1; attr=T:type,allowed=["
+        "DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_COMPLEX64, DT_INT64, "
+        "DT_QINT8, DT_QUINT8, DT_QINT32, DT_BFLOAT16, DT_QINT16, DT_QUINT16, DT_UINT16, "
+        "DT_COMPLEX128, DT_HALF, DT_UINT32, DT_UINT64, DT_VARIANT]; is_commutative=true; "
+        "is_aggregate=true> [Op:AddN] name: "
+    )
+
+
 def local_sum(
     values: Sequence[Any],
     accumulation_fn: Callable[[list[Any]], Any] | None,
@@ -114,21 +129,16 @@ def local_sum(
     replica count) before its one rounding; otherwise ``divisor`` must be 1.
 
     Raises:
-      InvalidArgumentError: for bool values (TF's ``add_n`` has no bool kernel), or replicas
-        whose values differ in dtype or shape.
+      InvalidArgumentError: for bool or string values (TF's ``add_n`` has no kernel for them:
+        its message), or replicas whose values differ in dtype or shape.
     """
     arrays = [as_array(v) for v in values]
     if accumulation_fn is not None:
         return as_array(accumulation_fn(arrays))
     first = arrays[0]
     dtype = first.dtype
-    if dtype.kind == "b":
-        raise errors.InvalidArgumentError(
-            None,
-            "AddN",
-            "Value for attr 'T' of bool is not in the list of allowed values (bool values "
-            "cannot be summed)",
-        )
+    if dtype.kind in "bSU":
+        raise errors.InvalidArgumentError(None, "AddN", _add_n_refuses(dtype))
     for a in arrays[1:]:
         if a.dtype != dtype or a.shape != first.shape:
             raise errors.InvalidArgumentError(

@@ -22,18 +22,19 @@ _SCALARS = frozenset({int, float, bool, complex, str, bytes})  # no variable ins
 def as_array(value: Any, name: str = "packed") -> Any:
     """Converts a value the way ``tf.constant`` does; numpy (and CuPy) arrays pass unchanged.
 
-    Python numbers and (nested) lists follow TF's rule, in ``mwms_mpi/_constant.py``: floats
-    become float32, ints int32 (int64 when out of range), bools bool, and a list's dtype comes
-    from its first element; numpy scalars become 0-d arrays of their dtype; a numpy array is
-    itself unless it must change to be a TF value (a subclass, non-native byte order, unicode;
-    object arrays are refused); a variable is read (a fresh array). Another library's array
-    (``__array__`` or ``__dlpack__``: JAX, PyTorch) becomes a numpy array of its dtype, a
-    zero-copy view where the library allows it, or a CuPy array for device memory
-    (``values/foreign.py``): this is where every API takes values in.
+    Python numbers, strings and (nested) lists follow TF's rule, in ``mwms_mpi/_constant.py``:
+    floats become float32, ints int32 (int64 when out of range), bools bool, ``str``/``bytes``
+    bytes (TF's ``tf.string``), and a list's dtype comes from its first element; numpy scalars
+    become 0-d arrays of their dtype; a numpy array is itself unless it must change to be a TF
+    value (a subclass, non-native byte order, unicode; object arrays are refused); a variable is
+    read (a fresh array). Another library's array (``__array__`` or ``__dlpack__``: JAX,
+    PyTorch) becomes a numpy array of its dtype, a zero-copy view where the library allows it,
+    or a CuPy array for device memory (``values/foreign.py``): this is where every API takes
+    values in.
 
     Raises:
-      ValueError: for values that are not numbers or arrays (TF's conversion error), and for a
-        JAX tracer (an mwms_mpi call inside ``jax.jit``), naming the fix.
+      ValueError: for values that are not numbers, strings or arrays (TF's conversion error),
+        and for a JAX tracer (an mwms_mpi call inside ``jax.jit``), naming the fix.
     """
     kind = type(value)
     if kind is np.ndarray:  # the hot path: a native numeric array is itself
@@ -51,8 +52,10 @@ def as_array(value: Any, name: str = "packed") -> Any:
         return value
     if isinstance(value, list | tuple):
         return to_array(read_variables(value), name=name)  # name: TF's Pack errors end with it
-    if isinstance(value, np.ndarray | np.generic | int | float | complex):
-        return to_array(value)  # bools, int and float subclasses (IntEnum) included, as in TF
+    if isinstance(value, np.ndarray | np.generic | int | float | complex | str | bytes):
+        # bools, int and float subclasses (IntEnum) included, as in TF; a string is TF's
+        # tf.string (bytes; unicode encoded as UTF-8), which the kernels then refuse or keep
+        return to_array(value)
     if isinstance(value, VariableBase):
         return value.read_value()
     if is_foreign_array(value):

@@ -17,6 +17,9 @@ import numpy as np
 import pytest
 
 import mwms_mpi.distribute as ds
+from mwms_mpi import errors
+from mwms_mpi.distribute.cross_device_ops import reduce_non_distributed_value
+from mwms_mpi.types import ReduceOp
 from mwms_mpi.values import PerReplica
 
 _NT = collections.namedtuple("_NT", "a b")
@@ -86,3 +89,48 @@ def test_array_components_still_reduce(m2: ds.MirroredStrategy, op: str) -> None
     assert got[1].tobytes().hex() == (
         "02000000000000000400000000000000" if op == "SUM" else "000000000000f03f0000000000000040"
     )
+
+
+_ADD_N = (
+    "Value for attr 'T' of {} is not in the list of allowed values: float, double, int32, "
+    "uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, quint16, "
+    "uint16, complex128, half, uint32, uint64, variant\n\t; NodeDef: {{{{node AddN}}}}; "
+    "Op<name=AddN; signature=inputs:N*T -> sum:T; attr=N:int,min=1; attr=T:type,allowed=["
+    "DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_COMPLEX64, DT_INT64, "
+    "DT_QINT8, DT_QUINT8, DT_QINT32, DT_BFLOAT16, DT_QINT16, DT_QUINT16, DT_UINT16, "
+    "DT_COMPLEX128, DT_HALF, DT_UINT32, DT_UINT64, DT_VARIANT]; is_commutative=true; "
+    "is_aggregate=true> [Op:AddN] name: "
+)
+
+
+@pytest.mark.parametrize(
+    ("component", "name"),
+    [
+        (np.array(b"s"), "string"),  # we returned b's' (one replica's string)
+        (np.array([b"a", b"b"]), "string"),
+        (np.array(True), "bool"),  # the message was ours ("bool values cannot be summed")
+    ],
+)
+@pytest.mark.parametrize("op", ["SUM", "MEAN"])
+def test_add_n_refuses_strings_and_bools(
+    m2: ds.MirroredStrategy, op: str, component: Any, name: str
+) -> None:
+    # TF 2.21: M2's in-process sum is AddN, which has no string or bool kernel (MEAN too)
+    value = m2.experimental_distribute_values_from_function(lambda c: component)
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        m2.reduce(op, value, None)
+    assert str(info.value) == _ADD_N.format(name)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("", b""), ("ab", b"ab"), (b"x", b"x"), ("\u00e9", b"\xc3\xa9")],
+)
+def test_a_python_string_is_tf_string_when_summed_on_one_replica(value: Any, expected: Any) -> None:
+    # TF 2.21: cross_device_ops.reduce_non_distributed_value(SUM, "", "/cpu:0", 1) is a
+    # tf.string tensor b""; we raised ValueError (the string was no tensor); MEAN returns the
+    # value itself (TF too)
+    got = reduce_non_distributed_value(ReduceOp.SUM, value, "/cpu:0", 1)
+    assert isinstance(got, np.ndarray) and got.shape == () and got.dtype.kind == "S"
+    assert got.item() == expected
+    assert reduce_non_distributed_value(ReduceOp.MEAN, value, "/cpu:0", 1) is value
