@@ -33,6 +33,9 @@ __all__ = [
     "ReductionToOneDevice",
     "as_array",
     "check_component_devices",
+    "check_device_spec",
+    "check_devices",
+    "check_devices_match",
     "reduce_non_distributed_value",
     "validate_destinations",
 ]
@@ -100,6 +103,7 @@ def reduce_non_distributed_value(
             f"{reduce_op}."
         )
     validate_destinations(destinations)
+    check_devices(destinations)  # TF's simple_broadcast: get_devices_from(destinations) first
     return utils.mirror(as_array(value).copy(), destinations)
 
 
@@ -108,7 +112,7 @@ def check_component_devices(value: DistributedValues) -> None:
     component, read as ``v.device`` (``DistributedValues._devices``). Only tensors have one
     (arrays and numpy scalars here, as numpy 2's do in TF): a Python number, string, ``None``
     or list fails on the read. TF's own failure, kept (docs/architecture.md, "Deliberate
-    differences"): MirroredStrategy's ``_reduce_to`` asks it of every per-replica value first.
+    differences").
 
     Raises:
       AttributeError: for the first component that is not a tensor (TF's message).
@@ -116,6 +120,55 @@ def check_component_devices(value: DistributedValues) -> None:
     for component in value._values:
         if not is_tensor(component):
             raise AttributeError(f"'{type(component).__name__}' object has no attribute 'device'")
+
+
+_DEVICE_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})  # TF's _VALID_DEVICE_TYPES
+
+
+def check_device_spec(spec: str) -> None:
+    """TF's parse of a device string (``DeviceSpec._string_to_components``), for its errors
+    only: where TF canonicalizes a destination string, one it cannot parse fails.
+
+    Raises:
+      ValueError: for an unknown attribute, two device types, or a non-integer index (TF's
+        messages; the last is Python's ``int()``).
+    """
+    device_type = None
+    for y in (part.split(":") for part in spec.split("/")):
+        ly = len(y)
+        if ly == 2 and y[0] in ("job", "replica", "task"):
+            if y[0] != "job":
+                int(y[1])  # TF's setters: _as_int_or_none
+        elif (ly in (1, 2) and y[0].upper() in _DEVICE_TYPES) or (ly == 3 and y[0] == "device"):
+            if device_type is not None:
+                raise ValueError(
+                    f"Multiple device types are not allowed while parsing the device spec: {spec}."
+                )
+            device_type = y[0].upper() if ly < 3 else y[1]
+            if ly > 1 and y[-1] != "*":
+                int(y[-1])
+        elif y[0] != "":
+            raise ValueError(
+                f"Unknown attribute '{y[0]}' is encountered while parsing the device spec: "
+                f"'{spec}'."
+            )
+
+
+def check_devices(value: Any) -> None:
+    """TF's ``get_devices_from`` for its errors: a ``DistributedValues``'s components must be
+    tensors, a string must parse as a device (arrays and variables have a device)."""
+    if isinstance(value, DistributedValues):
+        check_component_devices(value)
+    elif isinstance(value, str):
+        check_device_spec(value)
+
+
+def check_devices_match(left: Any, right: Any) -> None:
+    """TF's ``_devices_match(left, right)`` for its errors: nothing when ``left is right``,
+    else the devices of ``left`` then of ``right`` (:func:`check_devices`)."""
+    if left is not right:
+        check_devices(left)
+        check_devices(right)
 
 
 def _is_array(value: Any) -> bool:
@@ -229,6 +282,8 @@ class CrossDeviceOps:
         pairs = _normalize_pairs(value_destination_pairs)
         first = utils.local_values(pairs[0][0]) if pairs else ()
         if self._num_between_graph_workers == 1 and len(first) == 1:
+            for v, d in pairs:  # TF's _all_devices_match reads every pair's devices
+                check_devices_match(v, d)
             # TF regroups the values themselves: a variable (its components regroup to their
             # container) comes back as itself; an array as a copy ("Results are values")
             return [
@@ -273,6 +328,7 @@ class CrossDeviceOps:
         validate_destinations(destinations)
         values = utils.local_values(per_replica_value)
         if len(values) == 1 and self._num_between_graph_workers == 1:
+            check_devices_match(per_replica_value, destinations)  # TF's _devices_match
             return per_replica_value, utils.mirror(as_array(values[0]).copy(), destinations)
         return per_replica_value, None
 
@@ -368,6 +424,20 @@ class ReductionToOneDevice(_LocalReduction):
     ) -> None:
         self.reduce_to_device = reduce_to_device
         self._accumulation_fn = accumulation_fn
+
+    def reduce_implementation(
+        self,
+        reduce_op: ReduceOp,
+        per_replica_value: Any,
+        destinations: Any,
+        options: CommunicationOptions | None,
+    ) -> Any:
+        """TF's: the device to reduce to comes from ``destinations`` (the value's when they
+        are empty), read before the sum (:func:`check_devices`), then the in-process sum."""
+        # TF's check_destinations: a tensor or variable by its device (always set here)
+        given = is_tensor(destinations) or bool(destinations)
+        check_devices(destinations if given else per_replica_value)
+        return super().reduce_implementation(reduce_op, per_replica_value, destinations, options)
 
 
 class _AllReduceCrossDeviceOps(_LocalReduction):

@@ -20,7 +20,7 @@ from mwms_mpi.distribute.collective_ops import CollectiveAllReduce
 from mwms_mpi.distribute.cross_device_ops import (
     CrossDeviceOps,
     ReductionToOneDevice,
-    check_component_devices,
+    check_devices_match,
     reduce_non_distributed_value,
 )
 from mwms_mpi.distribute.deprecated import DistributedIteratorV1
@@ -50,7 +50,7 @@ from mwms_mpi.values import (
 )
 from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.aggregation import UpdateContext
-from mwms_mpi.values.convert import as_array
+from mwms_mpi.values.convert import as_array, is_tensor
 from mwms_mpi.values.foreign import is_foreign_array
 
 _DEVICE = re.compile(
@@ -216,12 +216,13 @@ class MirroredExtended(StrategyExtended):
         """TF's choice: int32 values are reduced in-process, others by the replicas' ops.
 
         Raises:
-          AttributeError: for a Python value (a number, string, list or ``None``: TF reads
-            its ``dtype``). Another library's array is taken as an array, as everywhere.
+          AttributeError: for a Python value (a number, string, list, tuple, dict or
+            ``None``: TF reads its ``dtype``). Another library's array is taken as an array,
+            as everywhere.
         """
         values = value._values if isinstance(value, DistributedValues) else (value,)
         for v in values:
-            if v is None or isinstance(v, bool | int | float | complex | str | bytes | list):
+            if not is_tensor(v):  # a tuple or dict too: no dtype
                 raise AttributeError(f"'{type(v).__name__}' object has no attribute 'dtype'")
         if any(np.dtype(getattr(v, "dtype", None) or np.float32) == np.int32 for v in values):
             return ReductionToOneDevice()
@@ -255,7 +256,7 @@ class MirroredExtended(StrategyExtended):
                 return reduce_non_distributed_value(
                     reduce_op, v, destinations, self._num_replicas_in_sync
                 )
-            check_component_devices(v)  # TF's _devices_match: a Python component fails here
+            check_devices_match(v, destinations)  # TF's _devices_match: a Python component fails
             ops = ReductionToOneDevice() if cpu else self._get_cross_device_ops(v)
             return ops.reduce(reduce_op, v, destinations=destinations, options=options)
 

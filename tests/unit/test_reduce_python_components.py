@@ -134,3 +134,99 @@ def test_a_python_string_is_tf_string_when_summed_on_one_replica(value: Any, exp
     assert isinstance(got, np.ndarray) and got.shape == () and got.dtype.kind == "S"
     assert got.item() == expected
     assert reduce_non_distributed_value(ReduceOp.MEAN, value, "/cpu:0", 1) is value
+
+
+# TF's get_devices_from: where TF canonicalizes destinations (and the values beside them), a
+# Python component or a string that is no device spec fails. TF 2.21's outputs; before, we
+# reduced these (or raised another error)
+
+
+def _ints(strategy: Any) -> Any:
+    return strategy.experimental_distribute_values_from_function(lambda c: 1)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (  # M2 batch_reduce_to of a Python component: TF reads its dtype first
+            lambda s: s.extended.batch_reduce_to("SUM", [(_ints(s), "/cpu:0")]),
+            AttributeError,
+            "'int' object has no attribute 'dtype'",
+        ),
+        (  # a tuple has no dtype either (we converted it)
+            lambda s: s.extended.batch_reduce_to("MEAN", [(("", "c"), "/cpu:0")]),
+            AttributeError,
+            "'tuple' object has no attribute 'dtype'",
+        ),
+        (
+            lambda s: s.extended.batch_reduce_to("SUM", [({"a": np.float32(1)}, "/cpu:0")]),
+            AttributeError,
+            "'dict' object has no attribute 'dtype'",
+        ),
+        (  # int32: reduced to one device, whose destinations are read (we returned [2, 2])
+            lambda s: s.extended.batch_reduce_to(
+                "SUM",
+                [(s.experimental_distribute_values_from_function(lambda c: np.int32(1)), _ints(s))],
+            ),
+            AttributeError,
+            "'int' object has no attribute 'device'",
+        ),
+        (  # one value on one worker: TF's shortcut parses the destination string
+            lambda s: s.extended.batch_reduce_to("SUM", [(np.float32(1), "a")]),
+            ValueError,
+            "Unknown attribute 'a' is encountered while parsing the device spec: 'a'.",
+        ),
+        (
+            lambda s: s.extended.reduce_to("MEAN", _ints(s), _ints(s)),
+            AttributeError,
+            "'int' object has no attribute 'device'",
+        ),
+    ],
+)
+def test_m2_reads_the_devices_as_tf(
+    m2: ds.MirroredStrategy, call: Any, error: Any, message: str
+) -> None:
+    with pytest.raises(error) as info:
+        call(m2)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("destinations", "message"),
+    [
+        ("a", "Unknown attribute 'a' is encountered while parsing the device spec: 'a'."),
+        (
+            "gpu:0/cpu:0",
+            "Multiple device types are not allowed while parsing the device spec: gpu:0/cpu:0.",
+        ),
+        (
+            "xla_cpu:0",
+            "Unknown attribute 'xla_cpu' is encountered while parsing the device spec: "
+            "'xla_cpu:0'.",
+        ),
+        ("/device:CPU:x", "invalid literal for int() with base 10: 'x'"),
+    ],
+)
+def test_one_replica_sum_parses_its_destination(destinations: str, message: str) -> None:
+    # TF 2.21, MultiWorkerMirroredStrategy at one worker: reduce_to("SUM", 1.0, "a") raises
+    # this (reduce_non_distributed_value broadcasts to the destinations' devices); we
+    # returned 1.0. A MEAN returns the value, destinations unread (TF too).
+    with pytest.raises(ValueError) as info:
+        reduce_non_distributed_value(ReduceOp.SUM, 1.0, destinations, 1)
+    assert str(info.value) == message
+    assert reduce_non_distributed_value(ReduceOp.MEAN, 1.0, destinations, 1) == 1.0
+
+
+@pytest.mark.parametrize(
+    "destinations", ["/cpu:0", "cpu:*", "/job:localhost/replica:0/task:0/device:CPU:0", "/gpu:1"]
+)
+def test_device_strings_still_parse(destinations: str) -> None:
+    got = reduce_non_distributed_value(ReduceOp.SUM, 1.5, destinations, 1)
+    assert got.dtype == np.float32 and got.tobytes().hex() == "0000c03f"
+
+
+def test_one_replica_sum_reads_a_per_replica_destination() -> None:
+    # TF 2.21 (one worker): reduce_to("SUM", tf.constant(1.0), PerReplica of Python ints)
+    with pytest.raises(AttributeError) as info:
+        reduce_non_distributed_value(ReduceOp.SUM, np.float32(1), PerReplica((1,)), 1)
+    assert str(info.value) == "'int' object has no attribute 'device'"
