@@ -32,12 +32,14 @@ def reduce_sum(v: Any, axis: Any) -> Any:
     """``reduce_sum`` keeping the input's dtype, as TF does (numpy widens small ints).
 
     Raises:
-      TypeError: for bools (TF's ``reduce_sum`` has no bool kernel).
+      TypeError: for bools and strings (TF's ``reduce_sum`` has no kernel for them), before
+        the axis is checked (TF checks the dtype when it builds the op).
     """
-    if v.dtype.kind == "b":
+    if v.dtype.kind in "bSU":
+        name = "bool" if v.dtype.kind == "b" else "string"
         raise TypeError(
-            "Value passed to parameter 'input' has DataType bool not in list of allowed values: "
-            "float32, float64, int32, uint8, int16, int8, complex64, int64, qint8, quint8, "
+            f"Value passed to parameter 'input' has DataType {name} not in list of allowed "
+            "values: float32, float64, int32, uint8, int16, int8, complex64, int64, qint8, quint8, "
             "qint32, bfloat16, qint16, quint16, uint16, complex128, float16, uint32, uint64"
         )
     axes = reduce_axes(v, axis)

@@ -230,3 +230,32 @@ def test_one_replica_sum_reads_a_per_replica_destination() -> None:
     with pytest.raises(AttributeError) as info:
         reduce_non_distributed_value(ReduceOp.SUM, np.float32(1), PerReplica((1,)), 1)
     assert str(info.value) == "'int' object has no attribute 'device'"
+
+
+_STRING_SUM = (
+    "Value passed to parameter 'input' has DataType string not in list of allowed values: "
+    "float32, float64, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, "
+    "bfloat16, qint16, quint16, uint16, complex128, float16, uint32, uint64"
+)
+
+
+@pytest.mark.parametrize(
+    ("op", "value", "axis"),
+    [
+        ("SUM", "", -1),  # we raised ValueError "Invalid reduction dimension -1 ..."
+        ("MEAN", "", 0),
+        ("SUM", np.array(b"s"), -1),
+        ("SUM", "ab", (0,)),
+        ("MEAN", np.array([b"a", b"b"]), 0),
+    ],
+)
+def test_reduce_along_an_axis_refuses_strings_first(
+    m2: ds.MirroredStrategy, op: str, value: Any, axis: Any
+) -> None:
+    # TF 2.21 (M2, MWMS at one worker, the default strategy alike): the reduce_sum in TF's
+    # tf.function refuses the dtype before it reads the axis; TF's message is wrapped in
+    # "in user code:" (its tf.function), ours is the inner message
+    for strategy in (m2, ds.get_strategy()):
+        with pytest.raises(TypeError) as info:
+            strategy.reduce(op, value, axis)
+        assert str(info.value) == _STRING_SUM
