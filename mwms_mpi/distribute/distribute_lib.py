@@ -413,6 +413,12 @@ class _DefaultDistributionExtended(StrategyExtended):
     def _reduce_to(self, reduce_op: ReduceOp, value: Any, destinations: Any, options: Any) -> Any:
         return result_copy(value)  # TF: the input itself
 
+    def _broadcast_to(self, tensor: Any, destinations: Any) -> Any:
+        """TF's: ``broadcast_to`` refuses ``None`` destinations, and this raises for others."""
+        if destinations is None:
+            return tensor
+        raise NotImplementedError("TODO")  # TF's own failure, kept (its message)
+
     def value_container(self, value: Any) -> Any:
         """The value itself: the default strategy has no containers (TF's own override)."""
         return value

@@ -259,3 +259,12 @@ def test_reduce_along_an_axis_refuses_strings_first(
         with pytest.raises(TypeError) as info:
             strategy.reduce(op, value, axis)
         assert str(info.value) == _STRING_SUM
+
+
+@pytest.mark.parametrize("value", [np.float32(1.5), 1.0, "ab", np.array([1, 2], np.int32)])
+def test_the_default_strategy_does_not_broadcast(value: Any) -> None:
+    # TF 2.21: _DefaultDistributionExtended._broadcast_to raises NotImplementedError("TODO")
+    # for any destinations that broadcast_to lets through; we returned the value
+    with pytest.raises(NotImplementedError) as info:
+        ds.get_strategy().extended.broadcast_to(value, "/cpu:0")
+    assert str(info.value) == "TODO"
