@@ -417,7 +417,10 @@ class _DefaultDistributionExtended(StrategyExtended):
         """TF's: ``broadcast_to`` refuses ``None`` destinations, and this raises for others."""
         if destinations is None:
             return tensor
-        raise NotImplementedError("TODO")  # TF's own failure, kept (its message)
+        raise NotImplementedError(  # TF's own failure, kept; its message is "TODO"
+            "TODO: TF 2.21's default strategy has no extended.broadcast_to either (it raises "
+            "NotImplementedError('TODO')); outside a strategy the value is already everywhere"
+        )
 
     def value_container(self, value: Any) -> Any:
         """The value itself: the default strategy has no containers (TF's own override)."""
