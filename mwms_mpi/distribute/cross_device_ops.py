@@ -13,6 +13,7 @@ concatenated, never densified. TF's rules for values that are not per-replica
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -103,7 +104,12 @@ def reduce_non_distributed_value(
             f"{reduce_op}."
         )
     validate_destinations(destinations)
-    check_devices(destinations)  # TF's simple_broadcast: get_devices_from(destinations) first
+    # TF's simple_broadcast: get_devices_from(destinations) first (a string, the usual
+    # destination, straight to its cached parse: a steady-state reduce's call count)
+    if type(destinations) is str:
+        check_device_spec(destinations)
+    else:
+        check_devices(destinations)
     return utils.mirror(as_array(value).copy(), destinations)
 
 
@@ -125,9 +131,11 @@ def check_component_devices(value: DistributedValues) -> None:
 _DEVICE_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})  # TF's _VALID_DEVICE_TYPES
 
 
+@functools.lru_cache(maxsize=256)
 def check_device_spec(spec: str) -> None:
     """TF's parse of a device string (``DeviceSpec._string_to_components``), for its errors
-    only: where TF canonicalizes a destination string, one it cannot parse fails.
+    only: where TF canonicalizes a destination string, one it cannot parse fails. Cached: the
+    answer depends on the string alone (an error is not cached, so it is raised every time).
 
     Raises:
       ValueError: for an unknown attribute, two device types, or a non-integer index (TF's
