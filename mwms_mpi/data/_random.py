@@ -39,6 +39,37 @@ def philox(counter: list[int], key: list[int]) -> list[int]:
     return [c0, c1, c2, c3]
 
 
+_MULTIPLIERS = np.array([[[0xD2511F53]], [[0xCD9E8D57]]], np.uint64)
+_LOW = 0 if np.little_endian else 1  # where a uint64's low word sits in its uint32 view
+
+
+def philox_outputs(seeds: list[tuple[int, int]], first: int, blocks: int) -> np.ndarray:
+    """The uint32 outputs of blocks ``first .. first + blocks - 1`` of ``PhiloxRandom(seed,
+    seed2)`` for each pair of ``seeds``: one row per pair, ``Stream``'s order (4 per block).
+
+    Philox is counter-based, so every block of every stream is computed at once: a shuffle's
+    draws need no Python call per value, and several epochs' streams share the numpy calls. A
+    round's two products are one multiply of the stacked words 0 and 2; their high and low
+    halves are views of it, so a round is three numpy calls whatever the size.
+    """
+    pairs = [(seed & 2**64 - 1, seed2 & 2**64 - 1) for seed, seed2 in seeds]
+    index = np.uint64(first) + np.arange(blocks, dtype=np.uint64)  # counter words 0-1
+    lanes = (len(pairs), blocks)
+    even = np.empty((2, *lanes), np.uint32)  # counter words 0 and 2
+    odd = np.empty((2, *lanes), np.uint32)  # counter words 1 and 3
+    even[0], odd[0] = index & np.uint64(_MASK), index >> np.uint64(32)
+    even[1] = np.array([[seed2 & _MASK] for _, seed2 in pairs], np.uint32)
+    odd[1] = np.array([[seed2 >> 32] for _, seed2 in pairs], np.uint32)
+    keys = np.array([[[s & _MASK] for s, _ in pairs], [[s >> 32] for s, _ in pairs]], np.uint64)
+    bump = np.array([[[0x9E3779B9]], [[0xBB67AE85]]], np.uint64)
+    for round_ in range(10):
+        halves = (_MULTIPLIERS * even).view(np.uint32)  # [p0, p1], each word (low, high)
+        round_keys = ((keys + np.uint64(round_) * bump) & np.uint64(_MASK)).astype(np.uint32)
+        even = halves[::-1, :, 1 - _LOW :: 2] ^ odd ^ round_keys  # [hi(p1)^c1^k0, hi(p0)^c3^k1]
+        odd = halves[::-1, :, _LOW::2]  # [lo(p1), lo(p0)]
+    return np.stack([even[0], odd[0], even[1], odd[1]], axis=2).reshape(len(pairs), -1)
+
+
 class Stream:
     """TF's ``SingleSampleAdapter<PhiloxRandom>``: uint32 values one by one."""
 

@@ -10,6 +10,7 @@ import numpy as np
 from mwms_mpi.data import _combine, _functions, _generator, _pipeline, _shuffle, _structure
 from mwms_mpi.data._arguments import int_arg, invalid, owned_copy
 from mwms_mpi.data._iterator import OwnedIterator
+from mwms_mpi.data._random import op_seeds
 from mwms_mpi.data._transformations import DatasetOps
 from mwms_mpi.data.options import Options
 
@@ -293,9 +294,10 @@ class Dataset(DatasetOps):
     ) -> Dataset:
         """Randomly shuffles the elements of this dataset with a buffer of ``buffer_size``.
 
-        The order is a deterministic function of ``seed`` (not TF's own order: its random
-        generator cannot be reproduced). Without a seed, a random one is drawn here, so every
-        process shuffles differently: pass the same seed on every worker.
+        With a ``seed`` the order is TF 2.21's, bit for bit (its Philox draws, seeded as TF
+        seeds them without a global seed), the same on every worker. Without one, seeds are
+        drawn at random here as TF draws its own, so every process shuffles differently (and
+        not as TF): pass the same seed on every worker.
 
         Args:
           buffer_size: the number of elements from this dataset from which the new dataset will
@@ -318,12 +320,9 @@ class Dataset(DatasetOps):
                 "ShuffleDatasetV3",
                 "buffer_size must be greater than zero or UNKNOWN_CARDINALITY",
             )
-        if seed is None:
-            seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
-        else:
-            seed = int_arg(seed, "ShuffleDatasetV3")
+        seeds = op_seeds(seed)
         reshuffle = True if reshuffle_each_iteration is None else bool(reshuffle_each_iteration)
-        return self._then(_shuffle.Shuffle(self._node, size, seed, reshuffle))
+        return self._then(_shuffle.Shuffle(self._node, size, seeds, reshuffle))
 
     def map(
         self,

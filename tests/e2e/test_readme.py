@@ -41,8 +41,8 @@ def test_readme_example(tmp_path: Path, name: str, code: str, ranks: int, expect
 # TF 2.21 (Keras 3.15.1) ran the README's custom training loop, translated line for line (tf.data,
 # tf.Variable, tf.keras's SGD and MeanSquaredError, tf.train.Checkpoint without the metric, which
 # Keras 3's metrics are not trackable by), at 1, 2 and 4 workers over TF_CONFIG on this machine,
-# without the shuffle (TF's shuffle order comes from its own RNG, which no other program
-# reproduces: docs/input_semantics.md). Every world size printed this line:
+# without the shuffle (recorded before the seeded shuffle's order was TF's:
+# docs/input_semantics.md). Every world size printed this line:
 TF_CTL_WITHOUT_SHUFFLE = "loss by epoch: 4.7893 0.2028 0.0100 mse: 4.7893 0.2028 0.0100"
 
 

@@ -9,15 +9,14 @@ independent side: one process, the whole global batch at once, no strategy, no c
 What it computes, each written out here from its definition rather than taken from the package:
 
 - the data: the script's definition (scikit-learn's digits, permuted once by ``seed``, pixels
-  / 16, the first 1500 for training) and each epoch's global batches: mwms_mpi's seeded
-  shuffle (``Dataset.shuffle`` with a buffer holding the whole set: a PCG64 generator seeded by
-  ``SeedSequence([seed, 0])`` draws an index, that element swaps with the buffer's last and is
-  taken) then batches of ``global_batch`` in order, the last one partial (28 of 64). This order
-  is mwms_mpi's own choice, documented only as "a deterministic function of the seed" (TF's
-  generator cannot be reproduced), so it is copied here: if the package changes it,
-  :func:`shuffled_order` is the one place to follow, and
+  / 16, the first 1500 for training) and each epoch's global batches: TF 2.21's seeded shuffle
+  (``Dataset.shuffle`` with a buffer holding the whole set, ``reshuffle_each_iteration=False``:
+  Philox4x32-10 keyed by TF's seeds ``(87654321, seed mod (2**31 - 1))``; each draw takes the
+  element ``value % len`` past the buffer's oldest and moves the oldest into its place) then
+  batches of ``global_batch`` in order, the last one partial (28 of 64). mwms_mpi reproduces
+  TF's order; it is written out here from TF's kernel (``shuffle_dataset_op.cc``), and
   ``test_the_anchor_trains_on_the_scripts_batches`` (tests/e2e/test_training_equivalence.py)
-  says so apart from the weight comparisons;
+  says so apart from the weight comparisons if the package's order ever differs;
 - the model: ``relu(x @ w0 + b0) @ w1 + b1``, He-initialised as the script does;
 - the loss TF's custom training loop uses under a strategy: the sum of the per-example
   cross-entropies divided by the *global* batch size (``compute_average_loss(...,
@@ -101,19 +100,40 @@ def initial_weights(dtype: Any, seed: int = SEED) -> Params:
     return params
 
 
-def shuffled_order(count: int, seed: int) -> np.ndarray:
-    """The order mwms_mpi's ``shuffle(count, seed, reshuffle_each_iteration=False)`` yields.
+def _philox_block(counter: list[int], key: list[int]) -> list[int]:
+    """One Philox4x32-10 block (Salmon et al., as TF's ``random::PhiloxRandom``)."""
+    mask = 0xFFFFFFFF
+    c0, c1, c2, c3 = counter
+    k0, k1 = key
+    for round_ in range(10):
+        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & mask, (p0 >> 32) ^ c3 ^ k1, p0 & mask
+        if round_ < 9:
+            k0, k1 = (k0 + 0x9E3779B9) & mask, (k1 + 0xBB67AE85) & mask
+    return [c0, c1, c2, c3]
 
-    The buffer holds the whole input; each draw picks an index, swaps that element with the
-    buffer's last and takes it.
+
+def shuffled_order(count: int, seed: int) -> np.ndarray:
+    """The order TF's (and so mwms_mpi's) ``shuffle(count, seed,
+    reshuffle_each_iteration=False)`` yields.
+
+    TF's seeds without a global seed are ``(87654321, seed mod (2**31 - 1))``: the Philox key is
+    the first, counter words 2-3 the second, words 0-1 count blocks; each block gives 4 values.
+    The buffer holds the whole input; each draw takes the element ``value % len`` past the
+    oldest one, and the oldest moves into its place.
     """
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0])))
+    key = [87654321, 0]
+    seed2 = seed % (2**31 - 1)
+    values: list[int] = []
+    for block in range(-(-count // 4)):
+        values += _philox_block([block, 0, seed2, 0], key)
     buffer = list(range(count))
     order = []
-    while buffer:
-        index = int(rng.integers(len(buffer)))
-        buffer[index], buffer[-1] = buffer[-1], buffer[index]
-        order.append(buffer.pop())
+    for value in values[:count]:
+        index = value % len(buffer)
+        order.append(buffer[index])
+        buffer[index] = buffer[0]
+        del buffer[0]
     return np.array(order, dtype=np.int64)
 
 

@@ -7,12 +7,14 @@ The row-by-row path is forced by an identity ``map`` (a map's output is not rows
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 import pytest
 
 from mwms_mpi import data
+from mwms_mpi.data._random import Stream, op_seeds
 
 
 def _source() -> tuple[np.ndarray, ...]:
@@ -81,28 +83,32 @@ def test_gathered_batches_are_fresh() -> None:
 
 
 def _reference_order(n: int, buffer_size: int, seed: int, epoch: int) -> list[int]:
-    """The shuffle's order as it was defined: one Generator draw per element (TF-like buffer)."""
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch])))
+    """TF's ``ShuffleDatasetOp`` one draw at a time, with the scalar Philox stream
+    (``_random.Stream``, itself checked against TF): each ``GetNext`` refills the buffer, takes
+    ``Random() % size`` past its oldest element and moves the oldest into the hole. Epoch
+    ``epoch``'s seeds are the seed generator's outputs ``2 * epoch`` and ``2 * epoch + 1``."""
+    generator = Stream.seeded(*op_seeds(seed))
+    for _ in range(2 * epoch):
+        generator()
+    stream = Stream.seeded(generator(), generator())
+    source = iter(range(n))
     buffer: list[int] = []
     order = []
-    for element in range(n):
-        if len(buffer) == buffer_size:
-            index = int(rng.integers(len(buffer)))
-            order.append(buffer[index])
-            buffer[index] = element
-        else:
-            buffer.append(element)
-    while buffer:
-        index = int(rng.integers(len(buffer)))
-        buffer[index], buffer[-1] = buffer[-1], buffer[index]
-        order.append(buffer.pop())
-    return order
+    while True:
+        buffer.extend(itertools.islice(source, buffer_size - len(buffer)))
+        if not buffer:
+            return order
+        index = stream() % len(buffer)
+        order.append(buffer[index])
+        buffer[index] = buffer[0]
+        del buffer[0]
 
 
 @pytest.mark.parametrize("gathered", [True, False], ids=["gathered", "row-by-row"])
 @pytest.mark.parametrize(("n", "buffer_size"), [(0, 4), (1, 1), (23, 23), (23, 100), (23, 5)])
 def test_shuffle_order_is_one_draw_per_element(gathered: bool, n: int, buffer_size: int) -> None:
-    """The drain draws its bounds as one array: the order must stay the per-draw order."""
+    """The draws are computed as arrays (Philox blocks at once, the drain's bounds as one
+    array): the order must stay the per-draw order."""
     dataset = data.Dataset.range(n)
     if not gathered:
         dataset = dataset.map(lambda v: v)
