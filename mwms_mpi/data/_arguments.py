@@ -47,3 +47,17 @@ def bool_arg(value: Any) -> bool:
     ):
         return bool(value)
     raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype bool")
+
+
+def attr_bool(value: Any, name: str, default: bool) -> bool:
+    """A bool op attribute as TF's op-def library takes it (``_MakeBool``): ``None`` is
+    ``default``, anything but a Python bool (numpy's included) is refused.
+
+    Raises:
+      TypeError: TF's ``Expected bool for argument '<name>' not <repr>.``
+    """
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise TypeError(f"Expected bool for argument '{name}' not {value!r}.")
+    return value

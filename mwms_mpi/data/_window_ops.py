@@ -16,7 +16,7 @@ import numpy as np
 from mwms_mpi import errors, nest
 from mwms_mpi._constant import tf_api_dtype_name, to_array
 from mwms_mpi.data import _combine, _padded, _pipeline, _random, _resample, _structure, _windows
-from mwms_mpi.data._arguments import bool_arg, int_arg, invalid
+from mwms_mpi.data._arguments import attr_bool, bool_arg, int_arg, invalid
 from mwms_mpi.data._padded import shape_text
 from mwms_mpi.data._stateful import tf_spec_text
 from mwms_mpi.data.tensor_spec import TensorSpec
@@ -299,7 +299,8 @@ class WindowOps:
         """
         del name
         seeds = _random.op_seeds(seed)
-        return cls(_random.Random(seeds, bool(rerandomize_each_iteration)))  # type: ignore[call-arg]
+        rerandomize = attr_bool(rerandomize_each_iteration, "rerandomize_each_iteration", False)
+        return cls(_random.Random(seeds, rerandomize))  # type: ignore[call-arg]
 
     @classmethod
     def sample_from_datasets(

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi.data import _combine, _functions, _generator, _pipeline, _shuffle, _structure
-from mwms_mpi.data._arguments import int_arg, invalid, owned_copy
+from mwms_mpi.data._arguments import attr_bool, int_arg, invalid, owned_copy
 from mwms_mpi.data._iterator import OwnedIterator
 from mwms_mpi.data._random import op_seeds
 from mwms_mpi.data._transformations import DatasetOps
@@ -321,7 +321,7 @@ class Dataset(DatasetOps):
                 "buffer_size must be greater than zero or UNKNOWN_CARDINALITY",
             )
         seeds = op_seeds(seed)
-        reshuffle = True if reshuffle_each_iteration is None else bool(reshuffle_each_iteration)
+        reshuffle = attr_bool(reshuffle_each_iteration, "reshuffle_each_iteration", True)
         return self._then(_shuffle.Shuffle(self._node, size, seeds, reshuffle))
 
     def map(

@@ -139,3 +139,24 @@ def test_vectorised_philox_is_the_stream() -> None:
     assert got.dtype == np.uint32 and got.tolist() == want
     assert philox_outputs(seeds[1:3], 3, 7).tolist() == [w[12:] for w in want[1:3]]
     assert philox_outputs(seeds, 2, 0).shape == (5, 0)
+
+
+@pytest.mark.parametrize("value", [1, 0, "x", [], 2.5, np.bool_(True), np.array(False)])
+def test_bool_attributes_must_be_bools_like_tf(value: object) -> None:
+    # TF's op attributes take a Python bool only (None: the default), e.g.
+    # TypeError: Expected bool for argument 'reshuffle_each_iteration' not 1.
+    for make, argument in (
+        (lambda: Dataset.range(6).shuffle(6, seed=1, reshuffle_each_iteration=value), "reshuffle"),
+        (lambda: Dataset.random(seed=1, rerandomize_each_iteration=value), "rerandomize"),
+    ):
+        message = f"Expected bool for argument '{argument}_each_iteration' not {value!r}."
+        with pytest.raises(TypeError, match=re.escape(message)):
+            make()
+    assert tolist(Dataset.range(6).shuffle(6, seed=1, reshuffle_each_iteration=None)) == [
+        4,
+        5,
+        1,
+        2,
+        3,
+        0,
+    ]  # TF: None is the default, True
