@@ -28,11 +28,16 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors
+from mwms_mpi._tf_text import (
+    tensor_repr,
+    tf_api_dtype_name,
+    tf_cpu_node,
+    tf_dtype_name,
+    tf_shape_string,
+)
 
 Convert = Callable[[Any, Any], np.ndarray]
 
-_CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
-_KERNEL_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
 _SCALARS = frozenset({int, float, bool, complex, str, bytes})
 
 
@@ -130,11 +135,11 @@ def _cast_arrays(value: Any, dtype: np.dtype, convert: Convert) -> Any:
 
 
 def _unimplemented_cast(source: np.dtype, dtype: np.dtype) -> errors.UnimplementedError:
-    name = _kernel_name(dtype)
+    name = tf_dtype_name(dtype)
     return errors.UnimplementedError(
         None,
         None,
-        f"{{{{function_node __wrapped__Cast_device_{_CPU}}}}} Cast {_kernel_name(source)} to "
+        f"{tf_cpu_node('Cast')}Cast {tf_dtype_name(source)} to "
         f"{name} is not supported [Op:Cast] name: ",
     )
 
@@ -151,7 +156,8 @@ def _helper(value: Any, dtype: np.dtype, name: str, convert: Convert, graph: boo
             if not _same(array.dtype, dtype):
                 raise TypeError(
                     f"Cannot convert a list containing a tensor of dtype "
-                    f"<dtype: '{_api_name(array.dtype)}'> to <dtype: '{_api_name(dtype)}'> "
+                    f"<dtype: '{tf_api_dtype_name(array.dtype)}'> to "
+                    f"<dtype: '{tf_api_dtype_name(dtype)}'> "
                     f"(Tensor is: {tensor_repr(array)})"
                 )
             items.append(array)
@@ -186,46 +192,21 @@ def _stack(arrays: list[np.ndarray], name: str, graph: bool) -> np.ndarray:
                 None,
                 None,
                 f"cannot compute Pack as input #{index}(zero-based) was expected to be a "
-                f"{_kernel_name(arrays[0].dtype)} tensor but is a "
-                f"{_kernel_name(array.dtype)} tensor [Op:Pack] name: {name}",
+                f"{tf_dtype_name(arrays[0].dtype)} tensor but is a "
+                f"{tf_dtype_name(array.dtype)} tensor [Op:Pack] name: {name}",
             )
     for index, array in enumerate(arrays[1:], 1):
         if array.shape != first and graph:  # shape inference, when the graph is built
             raise ValueError(
-                f"Shapes of all inputs must match: values[0].shape = {_shape(first)} != "
-                f"values[{index}].shape = {_shape(array.shape)} (Pack in a tf.function)"
+                f"Shapes of all inputs must match: values[0].shape = {tf_shape_string(first)} != "
+                f"values[{index}].shape = {tf_shape_string(array.shape)} (Pack in a tf.function)"
             )
         if array.shape != first:
             raise errors.InvalidArgumentError(
                 None,
                 None,
-                f"{{{{function_node __wrapped__Pack_N_{len(arrays)}_device_{_CPU}}}}} Shapes of "
-                f"all inputs must match: values[0].shape = {_shape(first)} != "
-                f"values[{index}].shape = {_shape(array.shape)} [Op:Pack] name: {name}",
+                f"{tf_cpu_node(f'Pack_N_{len(arrays)}')}Shapes of "
+                f"all inputs must match: values[0].shape = {tf_shape_string(first)} != "
+                f"values[{index}].shape = {tf_shape_string(array.shape)} [Op:Pack] name: {name}",
             )
     return np.stack(arrays)
-
-
-def _shape(shape: tuple[int, ...]) -> str:
-    return "[" + ",".join(str(d) for d in shape) + "]"
-
-
-def _api_name(dtype: np.dtype) -> str:
-    return "string" if dtype.kind in "SU" else dtype.name
-
-
-def _kernel_name(dtype: np.dtype) -> str:
-    return "string" if dtype.kind in "SU" else _KERNEL_NAMES.get(dtype.name, dtype.name)
-
-
-def tensor_repr(array: np.ndarray) -> str:
-    """An array as TF's ``repr`` of an eager tensor writes it:
-    ``<tf.Tensor: shape=(2,), dtype=int64, numpy=array([1, 2])>``."""
-    if array.ndim == 0:
-        item = array[()]
-        text = repr(bytes(item)) if isinstance(item, bytes) else repr(item.item())
-    else:
-        text = repr(array)
-    if "\n" in text:
-        text = "\n" + text
-    return f"<tf.Tensor: shape={tuple(array.shape)}, dtype={_api_name(array.dtype)}, numpy={text}>"

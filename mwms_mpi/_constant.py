@@ -2,7 +2,8 @@
 
 Shared by the input pipeline (``data``) and the distributed values (``values``), which may not
 import each other; from mwms_mpi it imports only ``_autopack`` (a list or tuple holding an
-array is packed as TF packs one holding a tensor, docs/architecture.md "Arrays are tensors").
+array is packed as TF packs one holding a tensor, docs/architecture.md "Arrays are tensors")
+and ``_tf_text`` (TF's names in messages).
 
 A Python sequence follows TF's ``py_seq_tensor.cc`` exactly (numpy's promotion is *not* TF's):
 
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _autopack
+from mwms_mpi._tf_text import tf_dtype_name
 
 _RECTANGULAR = "Can't convert non-rectangular Python sequence to Tensor."
 _MIXED = "Can't convert Python sequence with mixed types to Tensor."
@@ -365,38 +367,6 @@ def _string(v: Any) -> bytes:
         except UnicodeEncodeError:
             raise _Fail(_UNICODE) from None
     raise _Fail(_MIXED)
-
-
-_TF_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
-
-
-def tf_api_dtype_name(dtype: Any) -> str:
-    """A numpy dtype by TF's Python name for it (``tf.DType.name``), as TF's Python-side
-    messages say: numpy's name (``float32``), but ``string`` for bytes and unicode."""
-    dtype = np.dtype(dtype)
-    return "string" if dtype.kind in "SU" else dtype.name
-
-
-def tf_cpu_node(op: str) -> str:
-    """The prefix of an eager TF 2.21 kernel error raised on the CPU, as TF writes it for
-    ``op``: ``{{function_node __wrapped__Sub_device_/job:localhost/...}} ``."""
-    device = "/job:localhost/replica:0/task:0/device:CPU:0"
-    return f"{{{{function_node __wrapped__{op}_device_{device}}}}} "
-
-
-def tf_shape_string(shape: Any) -> str:
-    """A shape as TF's op messages write it (``TensorShape::DebugString``): ``[3,2]``, ``[]``."""
-    return "[" + ",".join(str(d) for d in shape) + "]"
-
-
-def tf_dtype_name(dtype: Any) -> str:
-    """A numpy dtype by TF's kernel name for it (``DataTypeString``), as TF's op messages say:
-    ``float32`` is ``float``, ``float64`` ``double``, ``float16`` ``half``, bytes and unicode
-    ``string``; other names are numpy's, which are TF's (``int32``, ``bool``)."""
-    dtype = np.dtype(dtype)
-    if dtype.kind in "SU":
-        return "string"
-    return _TF_NAMES.get(dtype.name, dtype.name)
 
 
 _BY_KIND: dict[str, tuple[Callable[[Any], Any], Any]] = {

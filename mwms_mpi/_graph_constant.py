@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _autopack
-from mwms_mpi._constant import python_leaves, tf_api_dtype_name, to_array
+from mwms_mpi._constant import python_leaves, to_array
+from mwms_mpi._tf_text import tf_api_dtype_name
 
 # The leaf types ``_AssertCompatible`` accepts for a requested dtype's kind (TF's
 # ``_check_int``/``_check_float``/``_check_complex``/``_check_bool``/``_check_str``).

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _context, errors
-from mwms_mpi._constant import tf_api_dtype_name, tf_shape_string
 from mwms_mpi._tf_sum import reduce_sum_all
+from mwms_mpi._tf_text import tf_api_dtype_name, tf_shape_string
 from mwms_mpi.values.convert import as_array, truediv, truediv_dtype
 from mwms_mpi.values.foreign import array_namespace
 

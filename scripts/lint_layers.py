@@ -7,7 +7,7 @@ Run by ``make lint``; stdlib only. Rules:
 1. Imports run one way. Each top-level module or subpackage of the package has a layer::
 
        0  errors types nest _context _mpi _constant _autopack _graph_constant _lifecycle
-             _config config _logging _failure_report _arrays _env _naming _name_scope
+             _config config _logging _failure_report _arrays _env _naming _name_scope _tf_text
        1  cluster
        2  collective
        3  values data          (values and data must not import each other)
@@ -77,6 +77,7 @@ LAYERS: dict[str, int] = {
     "_interpreter": 0,
     "_naming": 0,
     "_name_scope": 0,
+    "_tf_text": 0,
     "cluster": 1,
     "collective": 2,
     "values": 3,

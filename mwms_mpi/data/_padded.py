@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors, nest
-from mwms_mpi._constant import tf_api_dtype_name, to_array
+from mwms_mpi._constant import to_array
+from mwms_mpi._tf_text import tf_api_dtype_name
 from mwms_mpi.data import _pipeline
 from mwms_mpi.data.tensor_spec import TensorSpec
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors, nest
-from mwms_mpi._constant import tf_api_dtype_name
+from mwms_mpi._tf_text import tf_api_dtype_name
 from mwms_mpi.data import _functions, _structure
 from mwms_mpi.data._padded import shape_text
 from mwms_mpi.data._pipeline import UNKNOWN, Node

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors, nest
-from mwms_mpi._constant import tf_shape_string, to_array
+from mwms_mpi._constant import to_array
+from mwms_mpi._tf_text import tf_shape_string
 from mwms_mpi.data.tensor_spec import DatasetSpec, TensorSpec
 
 

@@ -14,7 +14,8 @@ from typing import Any, Self
 import numpy as np
 
 from mwms_mpi import errors, nest
-from mwms_mpi._constant import tf_api_dtype_name, to_array
+from mwms_mpi._constant import to_array
+from mwms_mpi._tf_text import tf_api_dtype_name
 from mwms_mpi.data import _combine, _padded, _pipeline, _random, _resample, _structure, _windows
 from mwms_mpi.data._arguments import attr_bool, bool_arg, int_arg, invalid
 from mwms_mpi.data._padded import shape_text

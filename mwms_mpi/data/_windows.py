@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import errors, nest
-from mwms_mpi._constant import tf_api_dtype_name
+from mwms_mpi._tf_text import tf_api_dtype_name
 from mwms_mpi.data import _combine, _functions, _structure
 from mwms_mpi.data._pipeline import INFINITE, UNKNOWN, Elements, Node
 from mwms_mpi.data._stateful import tf_spec_text

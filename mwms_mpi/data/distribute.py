@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mwms_mpi import errors, nest
-from mwms_mpi._constant import tf_shape_string
+from mwms_mpi._tf_text import tf_shape_string
 from mwms_mpi.data import _pipeline
 from mwms_mpi.data.dataset import Dataset
 from mwms_mpi.data.options import AutoShardPolicy

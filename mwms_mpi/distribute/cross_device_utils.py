@@ -13,7 +13,7 @@ import numpy as np
 
 from mwms_mpi import _arrays, errors
 from mwms_mpi._config import switches
-from mwms_mpi._constant import tf_api_dtype_name, tf_dtype_name, tf_shape_string
+from mwms_mpi._tf_text import tf_api_dtype_name, tf_dtype_name, tf_shape_string
 from mwms_mpi.collective.deterministic import local_exact_sum
 from mwms_mpi.collective.exact import supports as exact_supports
 from mwms_mpi.types import ReduceOp

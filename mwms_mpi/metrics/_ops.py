@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
-from mwms_mpi._constant import tf_cpu_node, tf_dtype_name, tf_shape_string
 from mwms_mpi._tf_sum import reduce_sum_last
+from mwms_mpi._tf_text import tf_cpu_node, tf_dtype_name, tf_shape_string
 from mwms_mpi.values.convert import as_array, convert_to_dtype, is_tensor
 
 FLOAT32 = np.dtype(np.float32)

@@ -23,8 +23,8 @@ import numpy as np
 
 from mwms_mpi import errors
 from mwms_mpi._arrays import array_module
-from mwms_mpi._constant import tf_dtype_name
 from mwms_mpi._tf_sum import reduce_sum_all
+from mwms_mpi._tf_text import tf_dtype_name
 from mwms_mpi.optimizers import _sparse
 from mwms_mpi.values import DistributedValues, IndexedSlices, PerReplica
 from mwms_mpi.values.convert import as_array

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
-from mwms_mpi._constant import tf_dtype_name
+from mwms_mpi._tf_text import tf_dtype_name
 from mwms_mpi.train import _deferred
 from mwms_mpi.train._walk import breadth_first, children, nodes, pretty
 from mwms_mpi.types import VariableSynchronization

@@ -8,6 +8,7 @@ import numpy as np
 
 from mwms_mpi import _arrays
 from mwms_mpi._constant import NATIVE_NUMBERS, ndarray_value, to_array
+from mwms_mpi._tf_text import tensor_repr
 from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.foreign import from_foreign, is_foreign_array
 from mwms_mpi.values.indexed_slices import IndexedSlices
@@ -147,17 +148,6 @@ def refuse_variable_of_other_dtype(value: Any, dtype: Any) -> None:
             f"Incompatible type conversion requested to type {np.dtype(dtype).name} for "
             f"`tf.Variable of type {np.dtype(value.dtype).name}. (Variable: {value!r})"  # type: ignore[attr-defined]
         )
-
-
-def tensor_repr(array: Any) -> str:
-    """An array as TF's ``repr`` of the eager tensor it stands for (``<tf.Tensor: shape=(),
-    dtype=int32, numpy=1>``): a scalar as its Python value, else numpy's ``repr`` (on a line of
-    its own when it takes several)."""
-    host = np.asarray(_arrays.to_host(array))
-    text = repr(host.item()) if host.ndim == 0 else repr(host)
-    if "\n" in text:
-        text = "\n" + text
-    return f"<tf.Tensor: shape={host.shape}, dtype={host.dtype.name}, numpy={text}>"
 
 
 def refuse_tensor_of_other_dtype(value: Any, dtype: Any) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
-from mwms_mpi._constant import tf_dtype_name, tf_shape_string
+from mwms_mpi._tf_text import tf_dtype_name, tf_shape_string
 from mwms_mpi.values.convert import as_array, convert_to_dtype
 from mwms_mpi.values.indexed_slices import IndexedSlices
 

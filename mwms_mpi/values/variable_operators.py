@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from mwms_mpi import _arrays, errors
-from mwms_mpi._constant import tf_api_dtype_name, tf_cpu_node, tf_dtype_name
+from mwms_mpi._tf_text import tf_api_dtype_name, tf_cpu_node, tf_dtype_name
 from mwms_mpi.values._base import VariableBase
 from mwms_mpi.values.convert import as_array, convert_to_dtype, truediv
 from mwms_mpi.values.foreign import not_traced
